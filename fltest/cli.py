@@ -1,0 +1,104 @@
+"""The ``fltest`` command line: validate, prepare, run and report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fltest import __version__
+from fltest.errors import FLTestError
+
+log = logging.getLogger("fltest")
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from fltest.backends import get_backend
+    from fltest.config import load_config
+
+    config = load_config(args.config)
+    for run in config.runs:
+        get_backend(run.framework).check(config, run)
+    print(f"{args.config}: valid ({len(config.runs)} runs, {config.clients} clients, {config.training.rounds} rounds)")
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from fltest.backends import get_backend
+    from fltest.config import load_config
+    from fltest.runner import prepare
+
+    config = load_config(args.config)
+    storages = {args.storage} if args.storage else {get_backend(r.framework).storage(config) for r in config.runs}
+    for storage in sorted(storages):
+        prepare(config, storage)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from fltest.config import load_config
+    from fltest.results.table import format_table
+    from fltest.runner import run_experiment
+
+    config = load_config(args.config)
+    results_dir = Path(args.results_dir) if args.results_dir else config.output.dir
+    comparison = run_experiment(config, results_dir)
+    print(format_table(comparison))
+    print(f"results: {results_dir / config.name}")
+    return 0 if all(r["status"] == "completed" for r in comparison["runs"]) else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    from fltest.results.report import plot_report
+
+    print(plot_report(Path(args.results_dir), Path(args.output) if args.output else None))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``fltest`` command."""
+    parser = argparse.ArgumentParser(prog="fltest", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"fltest {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    validate = sub.add_parser("validate", help="check a config and exit")
+    validate.add_argument("config")
+    validate.set_defaults(handler=_validate)
+
+    prepare = sub.add_parser("prepare", help="prepare and cache the data shards ahead of a run")
+    prepare.add_argument("config")
+    prepare.add_argument("--storage", choices=["mmap", "memory"], help="only this shard variant")
+    prepare.set_defaults(handler=_prepare)
+
+    run = sub.add_parser("run", help="run every run of a config and compare them")
+    run.add_argument("config")
+    run.add_argument("--results-dir", help="results root (default: the config's output.dir)")
+    run.set_defaults(handler=_run)
+
+    report = sub.add_parser("report", help="plot accuracy and loss per round of a results folder")
+    report.add_argument("results_dir", help="results/<experiment>")
+    report.add_argument("-o", "--output", help="PNG path (default: <results_dir>/report.png)")
+    report.set_defaults(handler=_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: returns 0 on success, 1 when a run failed, 2 on bad input."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s" if args.verbose else "%(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return args.handler(args)
+    except FLTestError as exc:
+        print(f"fltest: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Read an experiment config from YAML and report the first problem as one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from fltest.config.schema import ExperimentConfig
+from fltest.data.sources import num_samples_known_locally, split_sizes
+from fltest.errors import InputError
+from fltest.hooks import load_hooks
+
+
+def _format_validation_error(path: Path, error: ValidationError) -> str:
+    """Turn pydantic's first error into ``<file>: <field.path>: <message>``."""
+    first = error.errors()[0]
+    location = [str(part) for part in first["loc"]]
+    message = first["msg"].removeprefix("Value error, ")
+    field, sep, rest = message.partition(": ")
+    if sep and " " not in field:
+        location.append(field)
+        message = rest
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    where = ".".join(location) or "(top level)"
+    return f"{path}: {where}: {message}"
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Load and validate the config at ``path``.
+
+    Relative ``dataset.path`` values are taken relative to the config file, whose
+    folder is also put on ``sys.path`` so that a hooks module beside it imports.
+    Raises :class:`InputError` naming the file and field on any problem.
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read config: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise InputError(f"{path}: not valid YAML{where}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: the config must be a YAML mapping")
+    try:
+        config = ExperimentConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(_format_validation_error(path, exc)) from None
+
+    config_dir = path.resolve().parent
+    if config.dataset.path is not None:
+        data_path = config.dataset.path
+        if not data_path.is_absolute():
+            data_path = config_dir / data_path
+        if not data_path.is_dir():
+            raise InputError(f"{path}: dataset.path: folder not found: {data_path}")
+        config = config.model_copy(
+            update={"dataset": config.dataset.model_copy(update={"path": data_path})}
+        )
+    if str(config_dir) not in sys.path:
+        sys.path.insert(0, str(config_dir))
+    try:
+        load_hooks(config.hooks)
+        _check_sample_counts(config)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return config
+
+
+def _check_sample_counts(config: ExperimentConfig) -> None:
+    """Refuse more clients (or label shards) than training samples, where the size is known locally."""
+    num_samples = num_samples_known_locally(config.dataset)
+    if num_samples is None:
+        return
+    num_train, _ = split_sizes(num_samples, config.dataset)
+    if num_train < 1:
+        raise InputError(f"dataset.test_fraction: leaves no training samples out of {num_samples}")
+    if config.clients > num_train:
+        raise InputError(f"clients: {config.clients} clients but only {num_train} training samples")
+    if config.partition.method == "shards" and config.clients * config.partition.shards_per_client > num_train:
+        raise InputError(
+            f"partition.shards_per_client: {config.clients * config.partition.shards_per_client} shards "
+            f"need at least as many training samples, there are {num_train}"
+        )

@@ -1,0 +1,148 @@
+"""Pydantic schema of an FLTest experiment config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+FRAMEWORKS = ("reference", "flwr", "nvflare")
+
+
+class _Strict(BaseModel):
+    """Base model: unknown keys are errors, values are not coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+class DatasetConfig(_Strict):
+    """Where the data comes from and which columns hold features and label.
+
+    ``source`` is ``digits`` (scikit-learn's bundled digits), ``hub`` (a Hugging
+    Face hub id in ``name``) or ``disk`` (a folder written by ``save_to_disk`` in
+    ``path``).
+    """
+
+    source: Literal["digits", "hub", "disk"]
+    name: str | None = None
+    revision: str | None = None
+    split: str = "train"
+    path: Path | None = None
+    features: list[str] = Field(default_factory=lambda: ["image"], min_length=1)
+    label: str = "label"
+    scale: Annotated[float, Field(gt=0)] = 1.0
+    test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    max_samples: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> DatasetConfig:
+        if self.source == "hub" and not self.name:
+            raise ValueError("name: required when source is 'hub' (a Hugging Face dataset id)")
+        if self.source == "disk" and self.path is None:
+            raise ValueError("path: required when source is 'disk' (a save_to_disk folder)")
+        if self.source != "hub" and (self.name or self.revision):
+            raise ValueError("name/revision: only for source 'hub'")
+        if self.source != "disk" and self.path is not None:
+            raise ValueError("path: only for source 'disk'")
+        return self
+
+
+class PartitionConfig(_Strict):
+    """How the training data is split over clients.
+
+    ``iid``: a seeded random split into near-equal parts. ``dirichlet``: each class
+    is spread over clients with proportions drawn from Dirichlet(``alpha``).
+    ``shards``: the data sorted by label is cut into ``clients * shards_per_client``
+    shards and each client gets ``shards_per_client`` of them.
+    """
+
+    method: Literal["iid", "dirichlet", "shards"] = "iid"
+    alpha: Annotated[float, Field(gt=0)] | None = None
+    shards_per_client: PositiveInt | None = None
+    min_samples_per_client: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _method_fields(self) -> PartitionConfig:
+        if self.method == "dirichlet" and self.alpha is None:
+            raise ValueError("alpha: required when method is 'dirichlet'")
+        if self.method != "dirichlet" and self.alpha is not None:
+            raise ValueError("alpha: only for method 'dirichlet'")
+        if self.method == "shards" and self.shards_per_client is None:
+            raise ValueError("shards_per_client: required when method is 'shards'")
+        if self.method != "shards" and self.shards_per_client is not None:
+            raise ValueError("shards_per_client: only for method 'shards'")
+        return self
+
+
+class ModelConfig(_Strict):
+    """The numpy model: softmax regression (``logreg``) or an MLP with ReLU layers."""
+
+    type: Literal["logreg", "mlp"] = "logreg"
+    hidden: list[PositiveInt] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _hidden_fields(self) -> ModelConfig:
+        if self.type == "mlp" and not self.hidden:
+            raise ValueError("hidden: an mlp needs at least one hidden layer size")
+        if self.type == "logreg" and self.hidden:
+            raise ValueError("hidden: only for type 'mlp'")
+        return self
+
+
+class TrainingConfig(_Strict):
+    """Rounds, local work per round, and client sampling."""
+
+    rounds: PositiveInt
+    local_epochs: PositiveInt | None = None
+    local_steps: PositiveInt | None = None
+    batch_size: PositiveInt = 32
+    learning_rate: Annotated[float, Field(gt=0)] = 0.1
+    fraction_fit: Annotated[float, Field(gt=0, le=1)] = 1.0
+    round_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> TrainingConfig:
+        if (self.local_epochs is None) == (self.local_steps is None):
+            raise ValueError("local_epochs/local_steps: give exactly one of them")
+        return self
+
+
+class OutputConfig(_Strict):
+    """Where results go and what is kept."""
+
+    dir: Path = Path("results")
+    save_round_models: bool = False
+
+
+class RunConfig(_Strict):
+    """One run of the experiment on one framework."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    framework: Literal["reference", "flwr", "nvflare"]
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class ExperimentConfig(_Strict):
+    """A whole experiment: data, model, training, and the runs to compare."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    seed: int = 0
+    dataset: DatasetConfig
+    partition: PartitionConfig = PartitionConfig()
+    clients: Annotated[int, Field(ge=1)]
+    model: ModelConfig = ModelConfig()
+    training: TrainingConfig
+    total_cpus: PositiveInt = 1
+    total_gpus: Annotated[float, Field(ge=0)] = 0
+    hooks: str | None = None
+    output: OutputConfig = OutputConfig()
+    runs: list[RunConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_runs(self) -> ExperimentConfig:
+        names = [run.name for run in self.runs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"runs: duplicate run name {duplicates[0]!r}")
+        return self

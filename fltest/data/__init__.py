@@ -1,0 +1,1 @@
+"""Data: loading a source, splitting it over clients, and caching the shards."""

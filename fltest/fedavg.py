@@ -1,0 +1,85 @@
+"""The parts of FedAvg every backend shares, so that all of them compute the same thing.
+
+A backend supplies only the transport: it calls :func:`select_clients` on the
+server, :func:`client_update` on each client, :func:`aggregate` on the replies
+(sorted by partition id), and :func:`evaluate_global` on the new model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fltest.config.schema import ExperimentConfig
+from fltest.hooks import Hooks, Metrics, check_metrics
+from fltest.model import Params, evaluate, train_local
+
+
+def select_clients(num_clients: int, fraction: float, seed: int, server_round: int) -> list[int]:
+    """The partition ids that train in ``server_round``: ``max(1, round(fraction * n))`` of them."""
+    count = max(1, round(fraction * num_clients))
+    if count >= num_clients:
+        return list(range(num_clients))
+    rng = np.random.default_rng([seed, 2, server_round])
+    return sorted(int(i) for i in rng.choice(num_clients, size=count, replace=False))
+
+
+@dataclass(frozen=True)
+class ClientUpdate:
+    """One client's reply in one round."""
+
+    partition_id: int
+    params: Params
+    num_examples: int
+    metrics: Metrics = field(default_factory=dict)
+
+
+def client_update(
+    config: ExperimentConfig,
+    hooks: Hooks,
+    partition_id: int,
+    server_round: int,
+    params: Params,
+    x: np.ndarray,
+    y: np.ndarray,
+) -> ClientUpdate:
+    """Local training of one client in one round, with the user's hooks around it."""
+    if hooks.before_local_training is not None:
+        replaced = hooks.before_local_training(partition_id, server_round, x, y)
+        if replaced is not None:
+            x, y = replaced
+    rng = np.random.default_rng([config.seed, 3, server_round, partition_id])
+    result = train_local(params, x, y, config.training, rng)
+    metrics: Metrics = {"train_loss": result.train_loss, "steps": float(result.steps)}
+    if hooks.after_local_training is not None:
+        extra = hooks.after_local_training(partition_id, server_round, params, result.params)
+        metrics.update(check_metrics("after_local_training", extra))
+    return ClientUpdate(partition_id=partition_id, params=result.params, num_examples=len(y), metrics=metrics)
+
+
+def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
+    """Weighted average of the updates' parameters and metrics, by number of examples.
+
+    Sums in the order given: callers sort by partition id so that every backend
+    adds the same numbers in the same order.
+    """
+    total = sum(u.num_examples for u in updates)
+    params = [np.zeros_like(p) for p in updates[0].params]
+    for update in updates:
+        weight = update.num_examples / total
+        for acc, p in zip(params, update.params):
+            acc += p * weight
+    names = sorted(set.intersection(*(set(u.metrics) for u in updates)))
+    metrics = {n: float(sum(u.metrics[n] * u.num_examples for u in updates) / total) for n in names}
+    return params, metrics
+
+
+def evaluate_global(params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks) -> Metrics:
+    """Test loss and accuracy of the global model, plus the user's evaluation metrics."""
+    loss, accuracy, probabilities = evaluate(params, x, y)
+    metrics: Metrics = {"loss": loss, "accuracy": accuracy}
+    if hooks.evaluate_metrics is not None:
+        metrics.update(check_metrics("evaluate_metrics", hooks.evaluate_metrics(y, probabilities)))
+    return metrics

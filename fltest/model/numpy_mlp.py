@@ -1,0 +1,100 @@
+"""A float64 MLP in numpy; with no hidden layer it is softmax (logistic) regression.
+
+Parameters are a flat list ``[W1, b1, W2, b2, ...]``, the form every backend ships.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fltest.config.schema import ModelConfig, TrainingConfig
+
+Params = list[np.ndarray]
+
+
+def init_params(config: ModelConfig, num_features: int, num_classes: int, seed: int) -> Params:
+    """He-initialised weights and zero biases, from a generator seeded by ``seed``."""
+    rng = np.random.default_rng([seed, 1])
+    sizes = [num_features, *config.hidden, num_classes]
+    params: Params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        params.append(rng.normal(0.0, np.sqrt(2.0 / fan_in), size=(fan_in, fan_out)))
+        params.append(np.zeros(fan_out))
+    return params
+
+
+def _forward(params: Params, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Activations of every layer input, and the softmax probabilities."""
+    activations = [x]
+    for layer in range(len(params) // 2 - 1):
+        x = np.maximum(x @ params[2 * layer] + params[2 * layer + 1], 0.0)
+        activations.append(x)
+    logits = x @ params[-2] + params[-1]
+    logits -= logits.max(axis=1, keepdims=True)
+    exp = np.exp(logits)
+    return activations, exp / exp.sum(axis=1, keepdims=True)
+
+
+def _cross_entropy(probabilities: np.ndarray, labels: np.ndarray) -> float:
+    return float(-np.mean(np.log(probabilities[np.arange(len(labels)), labels] + 1e-12)))
+
+
+def _gradients(params: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, Params]:
+    """Mean cross-entropy of a batch and its gradient for every parameter."""
+    activations, probabilities = _forward(params, x)
+    loss = _cross_entropy(probabilities, y)
+    delta = probabilities
+    delta[np.arange(len(y)), y] -= 1.0
+    delta /= len(y)
+    grads: Params = [np.empty(0)] * len(params)
+    for layer in range(len(params) // 2 - 1, -1, -1):
+        grads[2 * layer] = activations[layer].T @ delta
+        grads[2 * layer + 1] = delta.sum(axis=0)
+        if layer > 0:
+            delta = (delta @ params[2 * layer].T) * (activations[layer] > 0)
+    return loss, grads
+
+
+@dataclass(frozen=True)
+class LocalResult:
+    """What local training returns: new parameters, the mean batch loss, the number of steps."""
+
+    params: Params
+    train_loss: float
+    steps: int
+
+
+def train_local(params: Params, x: np.ndarray, y: np.ndarray, config: TrainingConfig, rng: np.random.Generator) -> LocalResult:
+    """Minibatch SGD from ``params`` for ``local_epochs`` epochs or ``local_steps`` steps.
+
+    Batches follow one shuffled order per epoch drawn from ``rng``; the input
+    parameters are not modified.
+    """
+    params = [p.copy() for p in params]
+    losses = []
+    steps = 0
+    max_steps = config.local_steps
+    epochs = config.local_epochs if max_steps is None else None
+    epoch = 0
+    while (epochs is not None and epoch < epochs) or (max_steps is not None and steps < max_steps):
+        order = rng.permutation(len(y))
+        for start in range(0, len(y), config.batch_size):
+            batch = order[start : start + config.batch_size]
+            loss, grads = _gradients(params, x[batch], y[batch])
+            for p, g in zip(params, grads):
+                p -= config.learning_rate * g
+            losses.append(loss)
+            steps += 1
+            if max_steps is not None and steps >= max_steps:
+                break
+        epoch += 1
+    return LocalResult(params=params, train_loss=float(np.mean(losses)), steps=steps)
+
+
+def evaluate(params: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Cross-entropy loss, accuracy and class probabilities of ``params`` on ``(x, y)``."""
+    _, probabilities = _forward(params, x)
+    accuracy = float(np.mean(probabilities.argmax(axis=1) == y))
+    return _cross_entropy(probabilities, y), accuracy, probabilities

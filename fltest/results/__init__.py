@@ -1,0 +1,1 @@
+"""Results: per-run recording, the experiment comparison, the table and the plot."""

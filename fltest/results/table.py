@@ -1,0 +1,34 @@
+"""The table ``fltest run`` prints at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1e-3 and value != 0 else f"{value:.4f}"
+    return str(value)
+
+
+def format_table(comparison: dict[str, Any]) -> str:
+    """A plain-text table: one row a run, with accuracy, loss, time and distance to the reference."""
+    columns = [
+        ("run", "run"),
+        ("framework", "framework"),
+        ("status", "status"),
+        ("rounds", "rounds_completed"),
+        ("accuracy", "accuracy"),
+        ("loss", "loss"),
+        ("wall s", "wall_s"),
+        ("x ref time", "wall_ratio_vs_reference"),
+        ("max |dw| vs ref", "max_param_diff_vs_reference"),
+    ]
+    rows = [[_cell(row.get(key)) for _, key in columns] for row in comparison["runs"]]
+    widths = [max(len(title), *(len(r[i]) for r in rows)) for i, (title, _) in enumerate(columns)]
+    lines = ["  ".join(title.ljust(w) for (title, _), w in zip(columns, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""Carry out an experiment: check every run, prepare the shards, run, compare, plot."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fltest.backends import RunJob, get_backend
+from fltest.config.schema import ExperimentConfig
+from fltest.data.shards import ShardSet, Storage, prepare_shards
+from fltest.errors import FLTestError
+from fltest.fedavg import evaluate_global
+from fltest.hooks import load_hooks
+from fltest.model import init_params
+from fltest.results.compare import compare_runs
+from fltest.results.recorder import RunRecorder
+from fltest.results.report import plot_report
+
+log = logging.getLogger(__name__)
+
+
+def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
+    """Prepare (or reuse) the experiment's shards, logging which it did."""
+    start = time.perf_counter()
+    shards, reused = prepare_shards(config, storage)
+    verb = "reused" if reused else "prepared"
+    log.info(
+        "%s %d %s shards (%s samples, test %d) in %.1f s: %s",
+        verb, shards.num_clients, storage, sum(shards.client_sizes), shards.test_size,
+        time.perf_counter() - start, shards.root,
+    )
+    return shards
+
+
+def run_experiment(config: ExperimentConfig, results_dir: Path) -> dict[str, Any]:
+    """Run every run of ``config``; returns the comparison (see ``comparison.json``).
+
+    Every run is checked and the shards prepared before anything is written, so a
+    bad input leaves no results folder behind.
+    """
+    backends = {}
+    for run in config.runs:
+        backend = get_backend(run.framework)
+        backend.check(config, run)
+        backends[run.name] = backend
+    shard_sets = {}
+    for backend in backends.values():
+        storage = backend.storage(config)
+        if storage not in shard_sets:
+            shard_sets[storage] = prepare(config, storage)
+    any_shards = next(iter(shard_sets.values()))
+    hooks = load_hooks(config.hooks)
+    initial = init_params(config.model, any_shards.num_features, any_shards.num_classes, config.seed)
+    initial_metrics = evaluate_global(initial, *any_shards.test_arrays(), hooks)
+
+    experiment_dir = Path(results_dir) / config.name
+    experiment_dir.mkdir(parents=True, exist_ok=True)
+    (experiment_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    summaries = []
+    for run in config.runs:
+        backend = backends[run.name]
+        shards = shard_sets[backend.storage(config)]
+        info = {"experiment": config.name, "run": run.name, "framework": run.framework, "shards_key": shards.key}
+        recorder = RunRecorder(experiment_dir / run.name, info, config.training.rounds, config.output.save_round_models)
+        recorder.record_round(0, initial, initial_metrics)
+        log.info("run %s (%s): %d rounds, %d clients", run.name, run.framework, config.training.rounds, config.clients)
+        try:
+            backend.run(RunJob(config=config, run=run, shards=shards, initial_params=initial, recorder=recorder))
+        except KeyboardInterrupt:
+            recorder.finish("interrupted", "interrupted by the user")
+            raise
+        except FLTestError as exc:
+            summaries.append(recorder.finish("failed", str(exc)))
+            log.error("run %s failed: %s", run.name, exc)
+            continue
+        except Exception as exc:  # a backend's own error: keep the traceback in the log
+            log.debug("run %s traceback:\n%s", run.name, traceback.format_exc())
+            summaries.append(recorder.finish("failed", f"{type(exc).__name__}: {exc}"))
+            log.error("run %s failed: %s: %s", run.name, type(exc).__name__, exc)
+            continue
+        summaries.append(recorder.finish("completed"))
+    comparison = compare_runs(experiment_dir, summaries)
+    plot_report(experiment_dir)
+    return comparison

@@ -1,0 +1,46 @@
+"""Shared fixtures: an isolated Hugging Face cache and small configs."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from pathlib import Path
+
+# Before anything imports `datasets`: keep the test session's cache out of the user's.
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="fltest-hf-"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "digits.yaml"
+
+
+def base_config() -> dict:
+    """The example config as a dict, to be changed by a test."""
+    return copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+
+
+@pytest.fixture
+def write_config(tmp_path: Path):
+    """Write a config dict as YAML in tmp_path (with the example's hooks module beside it)."""
+    (tmp_path / "digits_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
+
+    def write(data: dict, name: str = "config.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the shard cache at an empty folder for this test."""
+    import datasets
+
+    folder = tmp_path / "hf-datasets"
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", folder)
+    return folder

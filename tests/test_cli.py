@@ -1,0 +1,123 @@
+"""The fltest command end to end, in a subprocess as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from fltest.results.files import read_jsonl
+from tests.conftest import REPO, base_config
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def fltest(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "fltest.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_run_writes_results_table_and_plot(tmp_path):
+    result = fltest("run", str(REPO / "examples" / "digits.yaml"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    experiment = tmp_path / "results" / "digits-demo"
+    summary = json.loads((experiment / "reference" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["rounds_completed"] == 5
+    assert summary["final"]["accuracy"] > 0.85
+    assert len(read_jsonl(experiment / "reference" / "metrics.jsonl")) == 6
+    assert json.loads((experiment / "reference" / "timings.json").read_text())["wall_s"] > 0
+    assert (experiment / "report.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert "reference  reference  completed  5" in result.stdout
+    assert "round 5/5" in result.stderr  # progress, one line a round when not on a terminal
+
+    again = fltest("run", str(REPO / "examples" / "digits.yaml"), cwd=tmp_path)
+    assert "reused 10 mmap shards" in again.stderr
+
+
+def test_report_draws_a_png_of_a_results_folder(tmp_path):
+    assert fltest("run", str(REPO / "examples" / "digits.yaml"), cwd=tmp_path).returncode == 0
+    out = tmp_path / "plot.png"
+    result = fltest("report", str(tmp_path / "results" / "digits-demo"), "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes().startswith(PNG_SIGNATURE) and out.stat().st_size > 10_000
+
+
+def test_report_of_a_missing_folder_is_exit_2(tmp_path):
+    result = fltest("report", str(tmp_path / "nothing"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"fltest: error: {tmp_path / 'nothing'}: results folder not found"
+
+
+def test_prepare_fills_the_cache_for_run(write_config, tmp_path):
+    path = write_config(base_config())
+    prepared = fltest("prepare", str(path), cwd=tmp_path)
+    assert prepared.returncode == 0, prepared.stderr
+    assert "prepared 10 mmap shards" in prepared.stderr or "reused 10 mmap shards" in prepared.stderr
+    run = fltest("run", str(path), cwd=tmp_path)
+    assert "reused 10 mmap shards" in run.stderr
+
+
+def _hooks_config(write_config, tmp_path, body):
+    (tmp_path / "failing_hooks.py").write_text(body)
+    data = base_config()
+    data["hooks"] = "failing_hooks"
+    return write_config(data)
+
+
+def test_a_client_that_raises_marks_the_run_failed(write_config, tmp_path):
+    path = _hooks_config(write_config, tmp_path, (
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if server_round == 3 and partition_id == 4:\n"
+        "        raise ValueError('client 4 broke')\n"
+    ))
+    result = fltest("run", str(path), cwd=tmp_path)
+    assert result.returncode == 1
+    summary = json.loads((tmp_path / "results" / "digits-demo" / "reference" / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["rounds_completed"] == 2
+    assert "client 4 broke" in summary["error"]
+    assert "failed" in result.stdout
+
+
+def test_a_killed_run_leaves_no_summary(write_config, tmp_path):
+    path = _hooks_config(write_config, tmp_path, (
+        "import os, signal\n"
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if server_round == 3:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    ))
+    result = fltest("run", str(path), cwd=tmp_path)
+    assert result.returncode == -9
+    run_dir = tmp_path / "results" / "digits-demo" / "reference"
+    assert not (run_dir / "summary.json").exists()
+    assert [r["round"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2]
+
+
+def test_an_interrupted_run_says_so(write_config, tmp_path):
+    path = _hooks_config(write_config, tmp_path, (
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if server_round == 2:\n"
+        "        raise KeyboardInterrupt\n"
+    ))
+    result = fltest("run", str(path), cwd=tmp_path)
+    assert result.returncode != 0
+    summary = json.loads((tmp_path / "results" / "digits-demo" / "reference" / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+
+
+def test_a_framework_not_available_is_exit_2_before_any_output(write_config, tmp_path):
+    data = base_config()
+    data["runs"].append({"name": "nv", "framework": "nvflare"})
+    result = fltest("run", str(write_config(data)), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "framework 'nvflare' is not available" in result.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_hub_dataset_that_cannot_load_is_exit_2(write_config, tmp_path):
+    data = base_config()
+    data["dataset"] = {"source": "hub", "name": "no-such-org/no-such-dataset", "features": ["img"], "label": "label"}
+    result = fltest("run", str(write_config(data)), cwd=tmp_path)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fltest: error: dataset.name: cannot load 'no-such-org/no-such-dataset'")
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,105 @@
+"""Config validation: every bad input is one line naming the field, exit code 2, no output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fltest.config import load_config
+from fltest.errors import InputError
+from tests.conftest import REPO, base_config
+
+
+def _set(data: dict, dotted: str, value) -> dict:
+    node = data
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        node = node[key]
+    if value is _DELETE:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return data
+
+
+_DELETE = object()
+
+BAD = [
+    ("unknown key", "training.epochs", 3, "training.epochs: unknown key"),
+    ("wrong type", "training.rounds", "five", "training.rounds"),
+    ("zero rounds", "training.rounds", 0, "training.rounds"),
+    ("alpha <= 0", "partition.alpha", 0.0, "partition.alpha"),
+    ("missing field", "training.rounds", _DELETE, "training.rounds: Field required"),
+    ("bad framework", "runs", [{"name": "x", "framework": "tensorflow"}], "runs.0.framework"),
+    ("no runs", "runs", [], "runs"),
+    ("both budgets", "training.local_steps", 5, "training.local_epochs/local_steps"),
+    ("hub without name", "dataset.source", "hub", "dataset.name"),
+    ("fraction above 1", "training.fraction_fit", 1.5, "training.fraction_fit"),
+    ("missing disk folder", "dataset", {"source": "disk", "path": "nowhere"}, "dataset.path: folder not found"),
+    ("hooks not importable", "hooks", "no_such_hooks_module", "hooks: cannot import module"),
+    ("mlp without layers", "model", {"type": "mlp"}, "model.hidden"),
+    ("bad run name", "runs", [{"name": "a/b", "framework": "reference"}], "runs.0.name"),
+]
+
+
+@pytest.mark.parametrize(("case", "field", "value", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_bad_config_names_the_field(write_config, case, field, value, expected):
+    path = write_config(_set(base_config(), field, value))
+    with pytest.raises(InputError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_duplicate_run_names_are_refused(write_config):
+    data = base_config()
+    data["runs"] = [{"name": "a", "framework": "reference"}, {"name": "a", "framework": "reference"}]
+    with pytest.raises(InputError, match="runs: duplicate run name 'a'"):
+        load_config(write_config(data))
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(InputError, match="config file not found"):
+        load_config(tmp_path / "absent.yaml")
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\nseed: [1,\n")
+    with pytest.raises(InputError, match=r"not valid YAML \(line \d+\)"):
+        load_config(path)
+
+
+def test_valid_example_loads_with_its_defaults():
+    config = load_config("examples/digits.yaml")
+    assert config.clients == 10
+    assert config.partition.method == "dirichlet"
+    assert config.output.save_round_models is False
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "fltest.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_cli_bad_config_exit_2_one_line_no_output(write_config, tmp_path):
+    data = base_config()
+    data["clients"] = 5000  # more clients than the 1,438 training samples
+    path = write_config(data)
+    for command in ("validate", "run"):
+        result = _cli(command, str(path), cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert lines[-1].startswith("fltest: error:")
+        assert "clients: 5000 clients but only 1438 training samples" in lines[-1]
+        assert str(path) in lines[-1]
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_validate_ok(tmp_path):
+    result = _cli("validate", "examples/digits.yaml", cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout
