@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fltest.backends import RunJob, get_backend
+from fltest.backends import Backend, RunJob, get_backend
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError
@@ -37,15 +38,19 @@ def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
     return shards
 
 
-def run_experiment(config: ExperimentConfig, results_dir: Path) -> dict[str, Any]:
+def run_experiment(
+    config: ExperimentConfig, results_dir: Path, backend_for: Callable[[str], Backend] = get_backend
+) -> dict[str, Any]:
     """Run every run of ``config``; returns the comparison (see ``comparison.json``).
+
+    ``backend_for`` maps a framework name to its backend (benchmarks swap one in).
 
     Every run is checked and the shards prepared before anything is written, so a
     bad input leaves no results folder behind.
     """
     backends = {}
     for run in config.runs:
-        backend = get_backend(run.framework)
+        backend = backend_for(run.framework)
         backend.check(config, run)
         backends[run.name] = backend
     shard_sets = {}

@@ -12,6 +12,10 @@ def get_backend(framework: str) -> Backend:
         from fltest.backends.reference import ReferenceBackend
 
         return ReferenceBackend()
+    if framework == "flwr":
+        from fltest.backends.flwr import FlwrBackend
+
+        return FlwrBackend()
     raise BackendUnavailable(f"framework {framework!r} is not available in this version of fltest")
 
 

@@ -1,0 +1,105 @@
+"""Benchmark: the flwr backend on a 2-node local Ray cluster, object-store shards vs shards in the app.
+
+For 10, 60 and 120 clients it runs the same experiment twice on one 2-node cluster
+started here (head + one node, one CPU each): (a) fltest's way, each shard put in
+Ray's object store once and the client app holding references; (b) the naive Flower
+pattern, a client app that closes over every shard (Flower pickles the app with
+every message). It prints wall time and pickled app size side by side, then the
+flwr/reference time ratio on one machine (private Ray).
+Run: ``python bench/flwr_cluster.py [--clients 10 60 120] [--rounds 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import ray
+from ray.cluster_utils import Cluster
+
+from fltest.backends.base import RunJob
+from fltest.backends.flwr import FlwrBackend
+from fltest.backends.flwr.client_app import ShardSource
+from fltest.config.schema import ExperimentConfig
+from fltest.data.shards import dataset_arrays
+from fltest.runner import run_experiment
+
+
+class NaiveFlwrBackend(FlwrBackend):
+    """The pattern fltest avoids: the client app carries every client's shard."""
+
+    def cluster_shard_source(self, job: RunJob) -> ShardSource:
+        """All shards as arrays in a dict the app closes over."""
+        arrays = {pid: dataset_arrays(job.shards.client_dataset(pid)) for pid in range(job.shards.num_clients)}
+        return arrays.__getitem__
+
+
+def _config(clients: int, rounds: int, frameworks: list[str]) -> ExperimentConfig:
+    return ExperimentConfig.model_validate(
+        {
+            "name": f"bench-{clients}",
+            "dataset": {"source": "digits", "scale": 16.0},
+            "partition": {"method": "iid"},
+            "clients": clients,
+            "training": {"rounds": rounds, "local_epochs": 1, "learning_rate": 0.5, "round_timeout_s": 600},
+            "total_cpus": 2,
+            "runs": [{"name": f, "framework": f} for f in frameworks],
+        }
+    )
+
+
+def _summary(results: Path, config: ExperimentConfig, run: str) -> dict:
+    return json.loads((results / config.name / run / "summary.json").read_text())
+
+
+def _cluster_run(clients: int, rounds: int, results: Path, backend: FlwrBackend) -> dict:
+    config = _config(clients, rounds, ["flwr"])
+    run_experiment(config, results, backend_for=lambda framework: backend)
+    summary = _summary(results, config, "flwr")
+    assert summary["status"] == "completed", summary["error"]
+    return summary
+
+
+def main() -> None:
+    """Print the side-by-side table and the single-machine ratio."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--clients", type=int, nargs="+", default=[10, 60, 120])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = Path(tmp)
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        try:
+            cluster.add_node(num_cpus=1)
+            cluster.wait_for_nodes()
+            if ray.is_initialized():
+                ray.shutdown()
+            os.environ["FLTEST_RAY_ADDRESS"] = cluster.address
+            print(f"{'clients':>7}  {'object-store s':>14}  {'app KB':>8}  {'naive s':>8}  {'naive app KB':>12}  {'naive/ours time':>15}")
+            for clients in args.clients:
+                ours = _cluster_run(clients, args.rounds, results / "ours", FlwrBackend())
+                naive = _cluster_run(clients, args.rounds, results / "naive", NaiveFlwrBackend())
+                print(
+                    f"{clients:>7}  {ours['wall_s']:>14.1f}  {ours['client_app_pickled_bytes'] / 1e3:>8.1f}  "
+                    f"{naive['wall_s']:>8.1f}  {naive['client_app_pickled_bytes'] / 1e3:>12.1f}  "
+                    f"{naive['wall_s'] / ours['wall_s']:>15.2f}",
+                    flush=True,
+                )
+        finally:
+            os.environ.pop("FLTEST_RAY_ADDRESS", None)
+            if ray.is_initialized():
+                ray.shutdown()
+            cluster.shutdown()
+        config = _config(10, args.rounds, ["reference", "flwr"])
+        run_experiment(config, results / "single")
+        reference, flower = (_summary(results / "single", config, r)["wall_s"] for r in ("reference", "flwr"))
+        print(f"one machine, 10 clients: reference {reference:.2f} s, flwr {flower:.2f} s, flwr/reference {flower / reference:.1f}")
+
+
+if __name__ == "__main__":
+    main()

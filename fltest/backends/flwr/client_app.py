@@ -1,0 +1,55 @@
+"""FLTest's Flower ClientApp: answers a query with its partition id, trains on its own shard.
+
+The app closes over a *shard source*, never over the shards themselves: Flower
+pickles the app with every message, so it must stay small whatever the number of
+clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from fltest.config.schema import ExperimentConfig
+from fltest.fedavg import client_update
+from fltest.hooks import load_hooks
+
+ShardSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
+PARAMS_KEY = "arrays"
+
+
+def params_to_record(params: list[np.ndarray]) -> ArrayRecord:
+    """Parameters as an ArrayRecord with keys ``p0, p1, ...`` (order kept)."""
+    return ArrayRecord({f"p{i}": Array(p) for i, p in enumerate(params)})
+
+
+def record_to_params(record: ArrayRecord) -> list[np.ndarray]:
+    """The inverse of :func:`params_to_record`."""
+    return [record[f"p{i}"].numpy() for i in range(len(record))]
+
+
+def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> ClientApp:
+    """The ClientApp for ``config``; ``shard_source(partition_id)`` gives a client its shard."""
+    app = ClientApp()
+
+    @app.query()
+    def query(msg: Message, context: Context) -> Message:
+        info = ConfigRecord({"partition-id": int(context.node_config["partition-id"])})
+        return Message(RecordDict({"info": info}), reply_to=msg)
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        partition_id = int(context.node_config["partition-id"])
+        server_round = int(msg.content["config"]["server-round"])
+        x, y = shard_source(partition_id)
+        update = client_update(
+            config, load_hooks(config.hooks), partition_id, server_round,
+            record_to_params(msg.content[PARAMS_KEY]), x, y,
+        )
+        metrics = MetricRecord({"num-examples": update.num_examples, **update.metrics})
+        return Message(RecordDict({PARAMS_KEY: params_to_record(update.params), "metrics": metrics}), reply_to=msg)
+
+    return app

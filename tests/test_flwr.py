@@ -1,0 +1,169 @@
+"""The flwr backend with real Flower and real Ray: private runs, a 2-node cluster, failures."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import cloudpickle
+import numpy as np
+import pytest
+import ray
+
+from fltest.backends.flwr.client_app import make_client_app
+from fltest.backends.flwr.cluster import ObjectStoreShards, put_shards
+from fltest.config.schema import ExperimentConfig
+from fltest.data.shards import cache_key, prepare_shards
+from fltest.results.recorder import load_params
+from fltest.runner import run_experiment
+
+pytestmark = pytest.mark.ray
+
+# The stated tolerance: the flwr global model after each round equals the reference's
+# within this absolute difference (replies are summed in partition order, as the
+# reference sums them, so in practice the difference is 0).
+TOLERANCE = 1e-9
+
+
+def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None) -> ExperimentConfig:
+    return ExperimentConfig.model_validate(
+        {
+            "name": name,
+            "seed": 7,
+            "dataset": {"source": "digits", "scale": 16.0},
+            "partition": partition or {"method": "dirichlet", "alpha": 1.0, "min_samples_per_client": 10},
+            "clients": clients,
+            "training": {"rounds": rounds, "local_epochs": 1, "learning_rate": 0.5, "fraction_fit": fraction,
+                         "round_timeout_s": 60},
+            "total_cpus": 2,
+            "hooks": hooks,
+            "output": {"save_round_models": True},
+            "runs": [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr"}],
+        }
+    )
+
+
+def _assert_conforms(experiment_dir, rounds):
+    for r in range(rounds + 1):
+        ours = load_params(experiment_dir / "flower" / "models" / f"round-{r:04d}.npz")
+        theirs = load_params(experiment_dir / "reference" / "models" / f"round-{r:04d}.npz")
+        assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs)) <= TOLERANCE
+
+
+def _summary(experiment_dir, run):
+    return json.loads((experiment_dir / run / "summary.json").read_text())
+
+
+def test_private_run_matches_the_reference(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    comparison = run_experiment(_config(fraction=0.5), tmp_path)
+    assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"]
+    _assert_conforms(tmp_path / "flwr-test", 3)
+    summary = _summary(tmp_path / "flwr-test", "flower")
+    assert summary["ray_address"] == "local"
+    assert summary["final"]["accuracy"] > 0.8
+    assert not ray.is_initialized()  # Flower shut its private Ray down
+
+
+def test_a_client_that_raises_fails_the_run_quickly(tmp_path, monkeypatch, write_config):
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    (tmp_path / "raising_hooks.py").write_text(
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if server_round == 2 and partition_id == 1:\n"
+        "        raise ValueError('client one broke')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    start = time.monotonic()
+    comparison = run_experiment(_config(hooks="raising_hooks"), tmp_path)
+    assert time.monotonic() - start < 120  # bounded: not Flower's one-hour round timeout
+    flower = _summary(tmp_path / "flwr-test", "flower")
+    assert flower["status"] == "failed"
+    assert flower["rounds_completed"] == 1
+    assert "round 2: client 1 failed" in flower["error"] and "client one broke" in flower["error"]
+    assert comparison["runs"][1]["status"] == "failed"
+
+
+def test_an_address_with_no_cluster_fails_in_bounded_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLTEST_RAY_ADDRESS", "127.0.0.1:1")
+    start = time.monotonic()
+    run_experiment(_config(rounds=1), tmp_path)
+    assert time.monotonic() - start < 60
+    flower = _summary(tmp_path / "flwr-test", "flower")
+    assert flower["status"] == "failed"
+    assert flower["error"].startswith("FLTEST_RAY_ADDRESS=127.0.0.1:1: no Ray head answers")
+
+
+def test_in_memory_and_single_machine_keys_differ(monkeypatch):
+    from fltest.backends.flwr import FlwrBackend
+
+    config = _config()
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    single = FlwrBackend().storage(config)
+    monkeypatch.setenv("FLTEST_RAY_ADDRESS", "head:6379")
+    cluster = FlwrBackend().storage(config)
+    assert (single, cluster) == ("mmap", "memory")
+    assert cache_key(config, single) != cache_key(config, cluster)
+
+
+def test_pickled_client_app_stays_small_as_clients_grow(fresh_cache):
+    ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    try:
+        sizes, naive = {}, {}
+        for clients in (10, 120):
+            config = _config(clients=clients, partition={"method": "iid"})
+            shards, _ = prepare_shards(config, "memory")
+            sizes[clients] = len(cloudpickle.dumps(make_client_app(config, ObjectStoreShards(put_shards(shards)))))
+            arrays = [shards.client_arrays(i) for i in range(clients)]
+            naive[clients] = len(cloudpickle.dumps(make_client_app(config, arrays.__getitem__)))
+    finally:
+        ray.shutdown()
+    assert sizes[120] < 64_000  # kilobytes, not the data
+    assert sizes[120] - sizes[10] < 32_000
+    assert naive[120] > 10 * sizes[120]  # the pattern it replaces carries every shard
+
+
+@pytest.fixture
+def two_node_cluster(monkeypatch):
+    """A Ray head and one more node on this machine, one CPU each, stopped by their handle."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        if ray.is_initialized():  # waiting may have connected this process; fltest must connect itself
+            ray.shutdown()
+        monkeypatch.setenv("FLTEST_RAY_ADDRESS", cluster.address)
+        yield cluster
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+
+
+def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, monkeypatch, two_node_cluster):
+    node_log = tmp_path / "nodes.txt"
+    (tmp_path / "node_hooks.py").write_text(
+        "import ray\n"
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if not ray.is_initialized():  # the reference run, in the driver\n"
+        "        return None\n"
+        f"    with open({str(node_log)!r}, 'a') as f:\n"
+        "        f.write(ray.get_runtime_context().get_node_id() + '\\n')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))  # reaches the workers through the driver's sys.path
+    puts = []
+    real_put = ray.put
+    monkeypatch.setattr(ray, "put", lambda value, **kw: puts.append(1) or real_put(value, **kw))
+
+    comparison = run_experiment(_config(clients=6, hooks="node_hooks"), tmp_path)
+
+    assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"], comparison
+    _assert_conforms(tmp_path / "flwr-test", 3)
+    flower = _summary(tmp_path / "flwr-test", "flower")
+    assert flower["ray_address"] == two_node_cluster.address
+    assert flower["shards_put"] == 6 and len(puts) == 6
+    cluster_nodes = {n.node_id for n in two_node_cluster.list_all_nodes()}
+    used = set(node_log.read_text().split())
+    assert used == cluster_nodes and len(used) == 2
+    assert flower["shards_key"] != _summary(tmp_path / "flwr-test", "reference")["shards_key"]
