@@ -104,12 +104,19 @@ def test_an_interrupted_run_says_so(write_config, tmp_path):
     assert summary["status"] == "interrupted"
 
 
-def test_a_framework_not_available_is_exit_2_before_any_output(write_config, tmp_path):
+def test_nvflare_not_installed_is_exit_2_before_any_output(write_config, tmp_path):
     data = base_config()
     data["runs"].append({"name": "nv", "framework": "nvflare"})
-    result = fltest("run", str(write_config(data)), cwd=tmp_path)
+    # A Python where `import nvflare` fails as it does when the extra is not installed.
+    without_nvflare = "import sys; sys.modules['nvflare'] = None; from fltest.cli import main; sys.exit(main())"
+    result = subprocess.run(
+        [sys.executable, "-c", without_nvflare, "run", str(write_config(data))],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
     assert result.returncode == 2
-    assert "framework 'nvflare' is not available" in result.stderr.strip().splitlines()[-1]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "fltest: error: framework 'nvflare' needs NVFlare, which is not installed: pip install 'fltest[nvflare]'"
+    )
     assert not (tmp_path / "results").exists()
 
 

@@ -6,7 +6,6 @@ import json
 import time
 
 import cloudpickle
-import numpy as np
 import pytest
 import ray
 
@@ -14,16 +13,10 @@ from fltest.backends.flwr.client_app import make_client_app
 from fltest.backends.flwr.cluster import ObjectStoreShards, put_shards
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import cache_key, prepare_shards
-from fltest.results.recorder import load_params
 from fltest.runner import run_experiment
+from tests.conformance import assert_conforms
 
 pytestmark = pytest.mark.ray
-
-# The stated tolerance: the flwr global model after each round equals the reference's
-# within this absolute difference (replies are summed in partition order, as the
-# reference sums them, so in practice the difference is 0).
-TOLERANCE = 1e-9
-
 
 def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None) -> ExperimentConfig:
     return ExperimentConfig.model_validate(
@@ -43,13 +36,6 @@ def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", par
     )
 
 
-def _assert_conforms(experiment_dir, rounds):
-    for r in range(rounds + 1):
-        ours = load_params(experiment_dir / "flower" / "models" / f"round-{r:04d}.npz")
-        theirs = load_params(experiment_dir / "reference" / "models" / f"round-{r:04d}.npz")
-        assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs)) <= TOLERANCE
-
-
 def _summary(experiment_dir, run):
     return json.loads((experiment_dir / run / "summary.json").read_text())
 
@@ -58,7 +44,7 @@ def test_private_run_matches_the_reference(tmp_path, monkeypatch):
     monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
     comparison = run_experiment(_config(fraction=0.5), tmp_path)
     assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"]
-    _assert_conforms(tmp_path / "flwr-test", 3)
+    assert_conforms(tmp_path / "flwr-test", "flower", 3)
     summary = _summary(tmp_path / "flwr-test", "flower")
     assert summary["ray_address"] == "local"
     assert summary["final"]["accuracy"] > 0.8
@@ -159,7 +145,7 @@ def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, 
     comparison = run_experiment(_config(clients=6, hooks="node_hooks"), tmp_path)
 
     assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"], comparison
-    _assert_conforms(tmp_path / "flwr-test", 3)
+    assert_conforms(tmp_path / "flwr-test", "flower", 3)
     flower = _summary(tmp_path / "flwr-test", "flower")
     assert flower["ray_address"] == two_node_cluster.address
     assert flower["shards_put"] == 6 and len(puts) == 6

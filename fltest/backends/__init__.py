@@ -5,6 +5,20 @@ from __future__ import annotations
 from fltest.backends.base import Backend, RunJob
 from fltest.errors import BackendUnavailable
 
+NVFLARE_INSTALL = "pip install 'fltest[nvflare]'"
+
+
+def _nvflare_backend() -> Backend:
+    """The nvflare backend, or a one-line error saying how to install NVFlare when it is missing."""
+    try:
+        from fltest.backends.nvflare.backend import NVFlareBackend
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] != "nvflare":
+            raise
+        message = f"framework 'nvflare' needs NVFlare, which is not installed: {NVFLARE_INSTALL}"
+        raise BackendUnavailable(message) from None
+    return NVFlareBackend()
+
 
 def get_backend(framework: str) -> Backend:
     """The backend for ``framework``; frameworks that are not available raise a one-line error."""
@@ -16,6 +30,8 @@ def get_backend(framework: str) -> Backend:
         from fltest.backends.flwr import FlwrBackend
 
         return FlwrBackend()
+    if framework == "nvflare":
+        return _nvflare_backend()
     raise BackendUnavailable(f"framework {framework!r} is not available in this version of fltest")
 
 

@@ -1,0 +1,137 @@
+"""Run FLTest's experiment in the NVFlare simulator, on this machine, and record it like any backend."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from fltest.backends.base import Backend, RunJob
+from fltest.backends.nvflare.exchange import SPEC_VARIABLE, RunFiles, RunSpec
+from fltest.backends.nvflare.job import export_job
+from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_environment
+from fltest.config.schema import ExperimentConfig, RunConfig
+from fltest.errors import InputError, RunFailed
+from fltest.fedavg import evaluate_global
+from fltest.hooks import load_hooks
+from fltest.results.recorder import save_params
+
+log = logging.getLogger(__name__)
+
+STARTUP_S = 120.0  # allowed for the simulator, server and clients to start, on top of the first round
+SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in
+POLL_S = 0.05
+KEEP_WORKSPACE = "keep_workspace"
+# The flwr backend's cluster variable (fltest.backends.flwr.cluster), named here so that this
+# backend does not import Flower and Ray.
+RAY_ADDRESS_VARIABLE = "FLTEST_RAY_ADDRESS"
+
+
+def simulator_threads(config: ExperimentConfig) -> int:
+    """Clients the simulator runs at once: every client, each in a worker process of its own.
+
+    With fewer threads than clients the simulator starts a new worker process for every
+    task of a client it swaps in (several seconds each), which costs far more than the
+    idle workers of waiting clients; ``total_cpus`` is not a bound here (see the README).
+    """
+    return config.clients
+
+
+class NVFlareBackend(Backend):
+    """NVIDIA FLARE 2.9: a FedAvg job (Client API clients) in the NVFlare simulator.
+
+    Options: ``keep_workspace`` (default ``false``): keep the job, the simulator's
+    workspace and the exchanged files in ``<run dir>/nvflare/`` after the run.
+    """
+
+    framework = "nvflare"
+    known_options = frozenset({KEEP_WORKSPACE})
+
+    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
+        """Unknown options are errors (the base check); ``keep_workspace`` must be a boolean."""
+        super().check(config, run)
+        keep = run.options.get(KEEP_WORKSPACE, False)
+        if not isinstance(keep, bool):
+            raise InputError(f"runs.{run.name}.options.{KEEP_WORKSPACE}: must be true or false, got {keep!r}")
+
+    def run(self, job: RunJob) -> None:
+        """Export the job, run the simulator and record each round as the server reports it."""
+        config, recorder = job.config, job.recorder
+        if os.environ.get(RAY_ADDRESS_VARIABLE):
+            log.info("%s is set: the nvflare backend ignores it and runs on this machine", RAY_ADDRESS_VARIABLE)
+        files = RunFiles(recorder.run_dir / "nvflare")
+        shutil.rmtree(files.root, ignore_errors=True)
+        files.create()
+        try:
+            RunSpec(config=config, shards=job.shards, workspace=files.root).write(files.spec)
+            save_params(files.initial_params, job.initial_params)
+            job_dir = export_job(config, files)
+            threads = simulator_threads(config)
+            recorder.info["nvflare_threads"] = threads
+            log_path = recorder.run_dir / "simulator.log"
+            log_path.unlink(missing_ok=True)
+            log.info("nvflare: simulating %d clients, %d at once; log: %s", config.clients, threads, log_path)
+            # TMPDIR holds the simulator's Unix sockets, whose paths must stay short (108 bytes): not the run folder.
+            with tempfile.TemporaryDirectory(prefix="fltest-nvflare-") as tmp:
+                env = simulator_environment(Path(tmp), files.spec, SPEC_VARIABLE)
+                sim = SimulatorProcess(job_dir, files.simulator_workspace, config.clients, threads, log_path, env)
+                with sim:
+                    self._follow(job, files, sim)
+        finally:
+            if not job.run.options.get(KEEP_WORKSPACE, False):
+                shutil.rmtree(files.root, ignore_errors=True)
+
+    def _follow(self, job: RunJob, files: RunFiles, sim: SimulatorProcess) -> None:
+        """Record rounds while the simulator runs; a client failure, a silent round or a bad exit fails the run."""
+        config, recorder = job.config, job.recorder
+        hooks = load_hooks(config.hooks)
+        test_x, test_y = job.shards.test_arrays()
+        timeout = config.training.round_timeout_s
+        next_round, setup_done = 1, False
+        start = time.monotonic()
+        deadline = start + STARTUP_S + timeout
+        exit_code = None
+        while next_round <= config.training.rounds:
+            result = files.read_round(next_round)
+            if not setup_done and (result is not None or files.ready_clients() == config.clients):
+                recorder.setup_done()
+                setup_done = True
+                log.info("nvflare: %d clients up after %.1f s", config.clients, time.monotonic() - start)
+            if result is not None:
+                metrics = evaluate_global(result.params, test_x, test_y, hooks)
+                recorder.record_round(next_round, result.params, metrics, result.train_metrics, result.clients)
+                next_round += 1
+                deadline = time.monotonic() + timeout
+                continue
+            failures = files.failures()
+            if failures:
+                raise RunFailed(failures[0])
+            if exit_code is not None:  # exited, and no round file appeared after it did
+                raise RunFailed(self._exit_message(sim, exit_code, next_round - 1, config.training.rounds))
+            if time.monotonic() > deadline:
+                error = sim.last_error()
+                detail = f" (last error in its log: {error})" if error else ""
+                raise RunFailed(
+                    f"round {next_round}: no result from the NVFlare simulator within {timeout:g} s{detail}"
+                )
+            exit_code = sim.poll()
+            if exit_code is None:
+                time.sleep(POLL_S)
+        exit_code = sim.wait(SHUTDOWN_S)
+        if exit_code is None:
+            log.warning("nvflare: the simulator did not exit %g s after the last round; stopping it", SHUTDOWN_S)
+        elif exit_code != 0:
+            raise RunFailed(self._exit_message(sim, exit_code, config.training.rounds, config.training.rounds))
+
+    @staticmethod
+    def _exit_message(sim: SimulatorProcess, exit_code: int, rounds_done: int, rounds: int) -> str:
+        """Why the simulator's exit fails the run, with the last error it logged."""
+        error = sim.last_error()
+        detail = f": {error}" if error else ""
+        return (
+            f"the NVFlare simulator exited with code {exit_code} after round {rounds_done} of {rounds}"
+            f"{detail} (log: {sim.log_path})"
+        )

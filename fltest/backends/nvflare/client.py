@@ -1,0 +1,64 @@
+"""The NVFlare client: a Client API script that trains FLTest's model on its own shard.
+
+NVFlare runs this file (``ScriptRunner``, in the client's process) once per
+simulated site. The site ``site-<n>`` is partition ``n - 1``; it memory-maps its
+shard from the local cache named in the run spec (``FLTEST_NVFLARE_SPEC``), and
+every round runs :func:`fltest.fedavg.client_update`, the reference backend's own
+local training and hooks. A client that fails writes one line saying why to the
+run's workspace, then raises (which fails the NVFlare job).
+"""
+
+from __future__ import annotations
+
+import nvflare.client as flare
+from nvflare.apis.fl_constant import FLMetaKey
+
+from fltest.backends.nvflare.exchange import RunFiles, RunSpec, dict_to_params, params_to_dict, partition_of
+from fltest.fedavg import client_update
+from fltest.hooks import load_hooks
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as ``Type: message``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
+    """Answer train tasks until the job ends; a failure is written to ``files`` before it is raised."""
+    config = spec.config
+    try:
+        hooks = load_hooks(config.hooks)
+        x, y = spec.shards.client_arrays(partition_id)
+    except Exception as exc:
+        files.write_failure(partition_id, f"client {partition_id} failed to start: {_describe(exc)}")
+        raise
+    files.mark_ready(partition_id)
+    while flare.is_running():
+        task = flare.receive()
+        if task is None:
+            break
+        server_round = task.current_round + 1
+        try:
+            update = client_update(config, hooks, partition_id, server_round, dict_to_params(task.params), x, y)
+        except Exception as exc:
+            files.write_failure(partition_id, f"round {server_round}: client {partition_id} failed: {_describe(exc)}")
+            raise
+        flare.send(
+            flare.FLModel(
+                params=params_to_dict(update.params),
+                params_type=flare.ParamsType.FULL,
+                metrics=update.metrics,
+                meta={FLMetaKey.NUM_STEPS_CURRENT_ROUND: update.num_examples},
+            )
+        )
+
+
+def main() -> None:
+    """Join the NVFlare job as this site and serve it."""
+    flare.init()
+    spec = RunSpec.from_environment()
+    serve(spec, partition_of(flare.get_site_name()), RunFiles(spec.workspace))
+
+
+if __name__ == "__main__":
+    main()

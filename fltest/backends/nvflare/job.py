@@ -1,0 +1,40 @@
+"""Build and export an experiment's NVFlare job: FLTest's FedAvg on the server, the Client API script on clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nvflare.job_config.api import FedJob
+from nvflare.job_config.script_runner import FrameworkType, ScriptRunner
+
+from fltest.backends.nvflare import client
+from fltest.backends.nvflare.exchange import JOB_NAME, RunFiles
+from fltest.backends.nvflare.server import FLTestFedAvg
+from fltest.config.schema import ExperimentConfig
+
+# How often a client without a task asks the server again (NVFlare's default: 2 s, which
+# would add about that much to every round).
+TASK_REQUEST_INTERVAL_S = 0.1
+
+
+def export_job(config: ExperimentConfig, files: RunFiles) -> Path:
+    """Export the job to ``files.job_root``; returns the job folder to give the simulator.
+
+    ``fltest`` is an app package: the job refers to its installed code instead of
+    copying it into the job's ``custom/`` folder.
+    """
+    job = FedJob(name=JOB_NAME, min_clients=config.clients, fail_fast=True)
+    job.set_app_packages(["fltest"])
+    job.to_server(
+        FLTestFedAvg(
+            num_clients=config.clients,
+            num_rounds=config.training.rounds,
+            seed=config.seed,
+            fraction_fit=config.training.fraction_fit,
+            workspace=str(files.root),
+        )
+    )
+    job.to_server({"server": {"task_request_interval": TASK_REQUEST_INTERVAL_S}})
+    job.to_clients(ScriptRunner(script=str(Path(client.__file__).resolve()), framework=FrameworkType.NUMPY))
+    job.export_job(str(files.job_root))
+    return files.job_root / JOB_NAME

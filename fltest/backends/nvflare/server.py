@@ -1,0 +1,119 @@
+"""The NVFlare server side: FedAvg with FLTest's seeded selection and partition-ordered aggregation.
+
+These classes are instantiated by NVFlare in the simulator's server process, from
+the arguments in the exported job config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nvflare.apis.fl_constant import FLMetaKey
+from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
+from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
+from nvflare.app_common.workflows.fedavg import FedAvg
+
+from fltest.backends.nvflare.exchange import (
+    RoundResult,
+    RunFiles,
+    dict_to_params,
+    params_to_dict,
+    partition_of,
+    site_name,
+)
+from fltest.fedavg import ClientUpdate, aggregate, select_clients
+from fltest.results.recorder import load_params
+
+TASK_CHECK_PERIOD_S = 0.1  # how often the workflow checks for replies (NVFlare's default: 0.5 s)
+
+
+class PartitionOrderAggregator(ModelAggregator):
+    """Keeps every reply of a round and averages them in partition order with :func:`fltest.fedavg.aggregate`.
+
+    NVFlare's own FedAvg adds replies as they arrive, so its sum depends on timing;
+    sorting first makes the result the reference backend's, bit for bit.
+    """
+
+    def __init__(self) -> None:
+        """Start with no replies and no expected clients."""
+        super().__init__()
+        self._updates: dict[int, ClientUpdate] = {}
+        self._expected: list[int] = []
+
+    def expect(self, partitions: list[int]) -> None:
+        """The partitions that must reply in the round that starts now."""
+        self._expected = partitions
+
+    def accept_model(self, model: FLModel) -> None:
+        """Keep one client's reply (its example count travels as ``NUM_STEPS_CURRENT_ROUND``)."""
+        partition = partition_of(model.meta["client_name"])
+        self._updates[partition] = ClientUpdate(
+            partition_id=partition,
+            params=dict_to_params(model.params),
+            num_examples=int(model.meta[FLMetaKey.NUM_STEPS_CURRENT_ROUND]),
+            metrics=dict(model.metrics or {}),
+        )
+
+    def aggregate_model(self) -> FLModel:
+        """The weighted average of the round's replies; fails unless every expected client replied."""
+        answered = sorted(self._updates)
+        if answered != self._expected:
+            missing = sorted(set(self._expected) - set(answered))
+            raise RuntimeError(f"no reply from clients {missing}")
+        params, metrics = aggregate([self._updates[p] for p in answered])
+        self.reset_stats()
+        return FLModel(params=params_to_dict(params), params_type=ParamsType.FULL, metrics=metrics)
+
+    def reset_stats(self) -> None:
+        """Forget the round's replies."""
+        self._updates = {}
+
+
+class FLTestFedAvg(FedAvg):
+    """NVFlare's FedAvg workflow training the clients :func:`fltest.fedavg.select_clients` picks.
+
+    It loads the float64 initial model from the run's workspace, fails the job on any
+    client error (``ignore_result_error=False``) and writes the global model after
+    every round to the workspace, where the fltest driver records it.
+    """
+
+    def __init__(
+        self,
+        num_clients: int,
+        num_rounds: int,
+        seed: int,
+        fraction_fit: float,
+        workspace: str,
+    ) -> None:
+        """FedAvg over ``num_clients`` clients for ``num_rounds`` rounds; ``workspace`` is the run's folder."""
+        super().__init__(
+            num_clients=num_clients,
+            num_rounds=num_rounds,
+            persistor_id="",
+            aggregator=PartitionOrderAggregator(),
+            ignore_result_error=False,
+            task_check_period=TASK_CHECK_PERIOD_S,
+        )
+        self.seed = seed
+        self.fraction_fit = fraction_fit
+        self.workspace = workspace
+        self._files = RunFiles(Path(workspace))
+        self._selected: list[int] = []
+
+    def load_model(self) -> FLModel:
+        """The initial model from ``initial.npz``."""
+        params = load_params(self._files.initial_params)
+        return FLModel(params_type=ParamsType.FULL, params=params_to_dict(params))
+
+    def sample_clients(self, num_clients: int | None = None) -> list[str]:
+        """The sites of the partitions FLTest selects for this round (rounds count from 1 in FLTest)."""
+        self._selected = select_clients(self.num_clients, self.fraction_fit, self.seed, self.current_round + 1)
+        self.aggregator.expect(self._selected)
+        self.info(f"round {self.current_round + 1}: training partitions {self._selected}")
+        return [site_name(p) for p in self._selected]
+
+    def save_model(self, model: FLModel) -> None:
+        """Write the round's global model, train metrics and clients for the driver."""
+        self._files.write_round(
+            RoundResult(self.current_round + 1, dict_to_params(model.params), dict(model.metrics or {}), self._selected)
+        )

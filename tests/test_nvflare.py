@@ -1,0 +1,158 @@
+"""The nvflare backend with the real NVFlare 2.9 simulator: conformance, failures, options, the report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from fltest.backends import get_backend
+from fltest.config.schema import ExperimentConfig
+from fltest.errors import InputError
+from fltest.results.files import read_jsonl
+from fltest.results.recorder import load_params
+from fltest.runner import run_experiment
+from tests.conformance import TOLERANCE, assert_conforms
+
+pytestmark = pytest.mark.nvflare
+
+def _config(runs, rounds=3, hooks=None, fraction=1.0, round_timeout=60, name="nvflare-test") -> ExperimentConfig:
+    return ExperimentConfig.model_validate(
+        {
+            "name": name,
+            "seed": 7,
+            "dataset": {"source": "digits", "scale": 16.0},
+            "partition": {"method": "dirichlet", "alpha": 1.0, "min_samples_per_client": 10},
+            "clients": 4,
+            "training": {"rounds": rounds, "local_epochs": 1, "learning_rate": 0.5, "fraction_fit": fraction,
+                         "round_timeout_s": round_timeout},
+            "total_cpus": 2,
+            "hooks": hooks,
+            "output": {"save_round_models": True},
+            "runs": runs,
+        }
+    )
+
+
+REFERENCE = {"name": "reference", "framework": "reference"}
+NVFLARE = {"name": "nvflare", "framework": "nvflare"}
+
+
+def _summary(experiment_dir, run):
+    return json.loads((experiment_dir / run / "summary.json").read_text())
+
+
+def _simulator_processes(tmp_path) -> list[psutil.Process]:
+    """Live NVFlare simulator processes (server or worker) of this test's runs."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if "nvflare.private.fed.app.simulator" in cmdline and str(tmp_path) in cmdline:
+            found.append(process)
+    return found
+
+
+def test_run_matches_the_reference_and_ignores_a_ray_address(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("FLTEST_RAY_ADDRESS", "127.0.0.1:1")  # nothing listens there: it must not be used
+    caplog.set_level(logging.INFO, logger="fltest.backends.nvflare.backend")
+    comparison = run_experiment(_config([REFERENCE, NVFLARE], fraction=0.5), tmp_path)
+
+    assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"], comparison
+    experiment = tmp_path / "nvflare-test"
+    assert_conforms(experiment, "nvflare", 3)
+    assert all(a.dtype == np.float64 for a in load_params(experiment / "nvflare" / "models" / "round-0003.npz"))
+    ours, theirs = (read_jsonl(experiment / run / "metrics.jsonl") for run in ("nvflare", "reference"))
+    assert [r["clients"] for r in ours] == [r["clients"] for r in theirs]
+    assert all(len(r["clients"]) == 2 for r in ours[1:])  # fraction_fit 0.5 of 4 clients, seeded
+    for mine, ref in zip(ours[1:], theirs[1:]):
+        assert mine["train"].keys() == ref["train"].keys()
+        assert all(abs(mine["train"][k] - ref["train"][k]) <= TOLERANCE for k in ref["train"])
+    summary = _summary(experiment, "nvflare")
+    assert summary["final"]["accuracy"] > 0.7
+    assert summary["nvflare_threads"] == 4
+    assert json.loads((experiment / "nvflare" / "timings.json").read_text())["setup_s"] > 0
+
+    said = [r.getMessage() for r in caplog.records if "FLTEST_RAY_ADDRESS" in r.getMessage()]
+    assert said == ["FLTEST_RAY_ADDRESS is set: the nvflare backend ignores it and runs on this machine"]
+    assert not (experiment / "nvflare" / "nvflare").exists()  # keep_workspace defaults to false
+    assert (experiment / "nvflare" / "simulator.log").stat().st_size > 0
+    assert _simulator_processes(tmp_path) == []
+
+
+def test_a_client_that_raises_fails_the_run_quickly(tmp_path, monkeypatch):
+    (tmp_path / "raising_hooks.py").write_text(
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if server_round == 2 and partition_id == 1:\n"
+        "        raise ValueError('client one broke')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))  # reaches the simulator through the driver's sys.path
+    start = time.monotonic()
+    comparison = run_experiment(_config([NVFLARE], hooks="raising_hooks"), tmp_path)
+    assert time.monotonic() - start < 60  # seconds, not the round timeout
+    summary = _summary(tmp_path / "nvflare-test", "nvflare")
+    assert summary["status"] == "failed"
+    assert summary["rounds_completed"] == 1
+    assert summary["error"] == "round 2: client 1 failed: ValueError: client one broke"
+    assert comparison["runs"][0]["status"] == "failed"
+    assert _simulator_processes(tmp_path) == []
+
+
+def test_a_killed_client_fails_the_run_after_the_round_timeout(tmp_path, monkeypatch):
+    (tmp_path / "killing_hooks.py").write_text(
+        "import os, signal\n"
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if server_round == 2 and partition_id == 1:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    start = time.monotonic()
+    run_experiment(_config([NVFLARE], hooks="killing_hooks", round_timeout=10), tmp_path)
+    assert time.monotonic() - start < 90  # startup, one round, the 10 s timeout and the cleanup
+    summary = _summary(tmp_path / "nvflare-test", "nvflare")
+    assert summary["status"] == "failed"
+    assert summary["rounds_completed"] == 1
+    assert summary["error"].startswith("round 2: no result from the NVFlare simulator within 10 s")
+    assert _simulator_processes(tmp_path) == []
+
+
+@pytest.mark.ray
+def test_report_draws_reference_flwr_and_nvflare(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", lambda figure=None: figures.append(figure) or real_close(figure))
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    runs = [REFERENCE, {"name": "flower", "framework": "flwr"}, {**NVFLARE, "options": {"keep_workspace": True}}]
+    comparison = run_experiment(_config(runs), tmp_path)
+
+    assert [r["status"] for r in comparison["runs"]] == ["completed"] * 3, comparison
+    experiment = tmp_path / "nvflare-test"
+    assert (experiment / "report.png").stat().st_size > 10_000
+    (figure,) = figures
+    accuracy_axis = figure.axes[0]
+    lines = {line.get_label(): list(line.get_ydata()) for line in accuracy_axis.get_lines()}
+    assert sorted(lines) == ["flower", "nvflare", "reference"]
+    for run, values in lines.items():
+        assert values == [r["test"]["accuracy"] for r in read_jsonl(experiment / run / "metrics.jsonl")]
+        assert len(values) == 4  # rounds 0..3
+    assert sorted(t.get_text() for t in accuracy_axis.get_legend().get_texts()) == sorted(lines)
+    job_config = experiment / "nvflare" / "nvflare" / "job" / "fltest" / "app" / "config" / "config_fed_server.json"
+    assert "fltest.backends.nvflare.server.FLTestFedAvg" in job_config.read_text()  # kept on request
+
+
+def test_unknown_options_and_a_bad_keep_workspace_are_input_errors():
+    backend = get_backend("nvflare")
+    config = _config([{**NVFLARE, "options": {"threads": 2}}])
+    unknown = r"^runs\.nvflare\.options\.threads: unknown option for nvflare \(known: keep_workspace\)$"
+    with pytest.raises(InputError, match=unknown):
+        backend.check(config, config.runs[0])
+    config = _config([{**NVFLARE, "options": {"keep_workspace": "yes"}}])
+    with pytest.raises(InputError, match=r"^runs\.nvflare\.options\.keep_workspace: must be true or false"):
+        backend.check(config, config.runs[0])
+    config = _config([{**NVFLARE, "options": {"keep_workspace": True}}])
+    backend.check(config, config.runs[0])
