@@ -89,10 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns 0 on success, 1 when a run failed, 2 on bad input."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING,  # libraries: warnings only
         format="%(asctime)s %(levelname)s %(name)s: %(message)s" if args.verbose else "%(message)s",
         stream=sys.stderr,
     )
+    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)  # fltest's own progress lines
     try:
         return args.handler(args)
     except FLTestError as exc:

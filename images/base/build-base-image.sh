@@ -11,7 +11,7 @@ set -euo pipefail
 
 SUITE=bookworm
 TAG="${1:-${BASE_TAG:-fltest-base:bookworm}}"
-PACKAGES="python3,python3-venv,ca-certificates,tini"
+PACKAGES="python3,python3-venv,ca-certificates"
 IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 log() { printf '[build-base-image] %s\n' "$*" >&2; }
@@ -144,7 +144,6 @@ tar --numeric-owner --one-file-system -C "$ROOTFS" -c . |
 	docker import \
 		--change "ENV PATH=$IMAGE_PATH" \
 		--change "ENV LANG=C.UTF-8" \
-		--change 'ENTRYPOINT ["/usr/bin/tini", "--"]' \
 		--change 'CMD ["python3"]' \
 		--message "FLTest base: debootstrap $SUITE minbase + $PACKAGES" \
 		- "$TAG" >/dev/null

@@ -1,14 +1,10 @@
-"""Container-tier fixtures: a Docker engine, the base image and the FLTest image, built here offline."""
+"""Container-tier fixtures: a Docker engine, the images built offline by the kit's own tooling."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.conftest import REPO
-
-IMAGE_TAG = "fltest:0.1.0"
+from deploy.images import IMAGE, build_base_image, build_fltest_image, fill_wheelhouse
 
 
 @pytest.fixture(scope="session")
@@ -25,16 +21,9 @@ def docker_client():
 
 @pytest.fixture(scope="session")
 def fltest_image(docker_client):
-    """Build the base image (debootstrap, no registry), fill the wheelhouse, build FLTest with no network."""
-    subprocess.run(["bash", str(REPO / "images" / "base" / "build-base-image.sh")], check=True)
-    subprocess.run(["bash", str(REPO / "images" / "fill-wheelhouse.sh")], check=True)
-    image, _ = docker_client.images.build(
-        path=str(REPO),
-        dockerfile="images/fltest/Dockerfile",
-        tag=IMAGE_TAG,
-        buildargs={"PIP_SOURCE": "wheelhouse"},
-        network_mode="none",  # offline: every package must come from the wheelhouse
-        rm=True,
-        forcerm=True,
-    )
+    """The base image (debootstrap, no registry), the wheelhouse, and FLTest built with no network."""
+    build_base_image(docker_client)
+    fill_wheelhouse()
+    image = build_fltest_image(docker_client, pip_source="wheelhouse")
+    assert IMAGE in image.tags
     return image

@@ -60,6 +60,7 @@ def _make_server_app(job: RunJob) -> ServerApp:
             train_config=ConfigRecord(),
             evaluate_fn=evaluate,
         )
+        recorder.info["client_hosts"] = sorted(strategy.client_hosts)
 
     return app
 

@@ -7,6 +7,7 @@ clients.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
 import numpy as np
@@ -19,6 +20,7 @@ from fltest.hooks import load_hooks
 
 ShardSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 PARAMS_KEY = "arrays"
+HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
 
 
 def params_to_record(params: list[np.ndarray]) -> ArrayRecord:
@@ -50,6 +52,8 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
             record_to_params(msg.content[PARAMS_KEY]), x, y,
         )
         metrics = MetricRecord({"num-examples": update.num_examples, **update.metrics})
-        return Message(RecordDict({PARAMS_KEY: params_to_record(update.params), "metrics": metrics}), reply_to=msg)
+        host = ConfigRecord({"hostname": socket.gethostname()})
+        content = RecordDict({PARAMS_KEY: params_to_record(update.params), "metrics": metrics, HOST_KEY: host})
+        return Message(content, reply_to=msg)
 
     return app

@@ -9,6 +9,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
+from fltest.backends.flwr.client_app import HOST_KEY
 from fltest.errors import RunFailed
 from fltest.fedavg import select_clients
 
@@ -45,6 +46,7 @@ class SelectedFedAvg(FedAvg):
 
     Replies are summed in partition order, as the reference backend sums them; a
     client error or a missing reply fails the run instead of shrinking the round.
+    ``client_hosts`` collects the machines (Ray nodes) the clients trained on.
     """
 
     def __init__(self, node_to_partition: dict[int, int], seed: int, fraction: float) -> None:
@@ -56,6 +58,7 @@ class SelectedFedAvg(FedAvg):
         self.fraction = fraction
         self.selected: dict[int, list[int]] = {}
         self.train_metrics: dict[int, dict[str, float]] = {}
+        self.client_hosts: set[str] = set()
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -83,6 +86,7 @@ class SelectedFedAvg(FedAvg):
         if answered != self.selected[server_round]:
             missing = sorted(set(self.selected[server_round]) - set(answered))
             raise RunFailed(f"round {server_round}: no reply from clients {missing} in time")
+        self.client_hosts.update(str(m.content[HOST_KEY]["hostname"]) for m in replies)
         arrays, metrics = super().aggregate_train(server_round, replies)
         self.train_metrics[server_round] = {k: float(v) for k, v in (metrics or {}).items()}
         return arrays, metrics

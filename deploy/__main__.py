@@ -1,0 +1,7 @@
+"""``python -m deploy``: the same as ``fltest-deploy``."""
+
+import sys
+
+from deploy.cli import main
+
+sys.exit(main())

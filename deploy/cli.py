@@ -1,0 +1,160 @@
+"""``fltest-deploy``: build the images, bring the compose emulation up, run fltest in its head, tear it down."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fltest.errors import FLTestError, InputError
+
+
+def _docker():
+    """A Docker SDK client, or a one-line error when no engine answers."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # the SDK raises several types for "no engine"
+        raise FLTestError(f"no Docker engine answers: {exc}") from None
+    return client
+
+
+def _project(args: argparse.Namespace):
+    from deploy.compose import ComposeProject
+
+    overrides = {"RAY_WORKERS": str(args.workers)} if getattr(args, "workers", None) is not None else {}
+    return ComposeProject(directory=Path(args.compose_dir), overrides=overrides)
+
+
+def _token_path(project) -> Path:
+    return (project.directory / (project.setting("RAY_TOKEN_FILE") or "secrets/ray_token")).resolve()
+
+
+def _build(args: argparse.Namespace) -> int:
+    from deploy.images import build_base_image, build_fltest_image, fill_wheelhouse
+
+    client = _docker()
+    if args.base_image is None:
+        build_base_image(client)
+    if args.pip_source == "wheelhouse":
+        fill_wheelhouse()
+    image = build_fltest_image(client, args.pip_source, args.base_image or "fltest-base:bookworm")
+    print(f"built {image.tags[0]} ({image.attrs['Size'] / 1e6:.0f} MB)")
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    from deploy.secrets import ensure_ray_token
+
+    path = _token_path(_project(args))
+    print(f"{path}: {'created' if ensure_ray_token(path) else 'exists, kept'}")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from deploy.readiness import wait_until_ready
+    from deploy.secrets import ensure_ray_token
+
+    client, project = _docker(), _project(args)
+    image = project.setting("FLTEST_IMAGE")
+    if not client.images.list(name=image):
+        raise InputError(f"FLTEST_IMAGE={image}: image not found (build it: fltest-deploy build)")
+    ensure_ray_token(_token_path(project))
+    project.up()
+    state = wait_until_ready(project, client, args.timeout)
+    print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
+    return 0
+
+
+def _wait(args: argparse.Namespace) -> int:
+    from deploy.readiness import wait_until_ready
+
+    state = wait_until_ready(_project(args), _docker(), args.timeout)
+    print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from deploy.readiness import cluster_state
+
+    client, project = _docker(), _project(args)
+    state = cluster_state(project, client, project.shape())
+    print(f"{'container':32} {'state':10} {'health':10} {'CPU limit':>9} {'Ray CPUs':>8}")
+    for c in project.containers(client, include_stopped=True):
+        health = c.attrs["State"].get("Health", {}).get("Status", "-")
+        limit = c.attrs["HostConfig"]["NanoCpus"] / 1e9
+        print(f"{c.name:32} {c.status:10} {health:10} {limit:9g} {state.nodes.get(c.name, '-')!s:>8}")
+    print(("ready" if state.ready else "not ready") + f": {len(state.nodes)}/{state.shape.nodes} nodes, {state.cpus:g}/{state.shape.cpus:g} CPUs")
+    return 0 if state.ready else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from deploy.head_run import run_in_head
+
+    project = _project(args)
+    head = project.head(_docker())
+    return run_in_head(head, Path(args.config), Path(args.results_dir))
+
+
+def _down(args: argparse.Namespace) -> int:
+    client, project = _docker(), _project(args)
+    project.down()
+    left = project.leftovers(client)
+    if left:
+        raise FLTestError(f"project {project.name}: still present after down: {', '.join(left)}")
+    print(f"project {project.name}: removed")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``fltest-deploy``."""
+    from deploy.compose import COMPOSE_DIR
+
+    parser = argparse.ArgumentParser(prog="fltest-deploy", description=__doc__)
+    parser.add_argument("--compose-dir", default=str(COMPOSE_DIR), help="folder of docker-compose.yml and .env")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    build = sub.add_parser("build", help="build the base image (if missing), the wheelhouse and the FLTest image")
+    build.add_argument("--pip-source", choices=["wheelhouse", "pypi"], default="wheelhouse")
+    build.add_argument("--base-image", help="e.g. python:3.11-slim-bookworm (default: build fltest-base:bookworm)")
+    build.set_defaults(handler=_build)
+
+    token = sub.add_parser("token", help="create the Ray token file if it is missing")
+    token.set_defaults(handler=_token)
+
+    for name, handler, text in [("up", _up, "start (or restore) the cluster and wait until it is ready"),
+                                ("wait", _wait, "wait until Ray reports every node and CPU")]:  # fmt: skip
+        command = sub.add_parser(name, help=text)
+        command.add_argument("--timeout", type=float, default=180.0, help="seconds before failing (default 180)")
+        if name == "up":
+            command.add_argument("--workers", type=int, help="Ray workers (default: RAY_WORKERS)")
+        command.set_defaults(handler=handler)
+
+    status = sub.add_parser("status", help="containers, their CPU limits and what Ray reports")
+    status.set_defaults(handler=_status)
+
+    run = sub.add_parser("run", help="run `fltest run <config>` in the head; results land on the host")
+    run.add_argument("config")
+    run.add_argument("--results-dir", default="results", help="host folder for the results (default: results)")
+    run.set_defaults(handler=_run)
+
+    down = sub.add_parser("down", help="remove every container, network and volume of the kit")
+    down.set_defaults(handler=_down)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: 0 on success, 1 on a failure, 2 on bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except FLTestError as exc:
+        print(f"fltest-deploy: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

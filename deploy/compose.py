@@ -1,0 +1,134 @@
+"""The compose emulation as a project: its settings, the compose CLI around it, its containers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from fltest.errors import FLTestError, InputError
+
+COMPOSE_DIR = Path(__file__).resolve().parent.parent / "compose"
+DEFAULT_PROJECT = "fltest"
+PROJECT_LABEL = "com.docker.compose.project"
+SERVICE_LABEL = "com.docker.compose.service"
+HEAD_SERVICE = "ray-head"
+WORKER_SERVICE = "ray-worker"
+STOP_TIMEOUT_S = 45  # above Ray's 30 s drain, as the compose file's stop_grace_period
+
+
+def compose_cli() -> list[str]:
+    """``docker compose`` (v2) where the plugin answers, else ``docker-compose`` (1.29)."""
+    if shutil.which("docker"):
+        probe = subprocess.run(["docker", "compose", "version"], capture_output=True)
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    raise InputError("no compose tool: install the docker compose plugin or docker-compose")
+
+
+def _dotenv_value(path: Path, key: str) -> str | None:
+    """The value of ``key`` in a compose ``.env`` file (``KEY=value`` lines), if set."""
+    if not path.is_file():
+        return None
+    for line in path.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip() == key:
+            return value.strip()
+    return None
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """What the compose settings ask for: the node count and the CPUs of each node."""
+
+    head_cpus: float
+    workers: int
+    worker_cpus: float
+
+    @property
+    def nodes(self) -> int:
+        """Head plus workers."""
+        return 1 + self.workers
+
+    @property
+    def cpus(self) -> float:
+        """Total logical CPUs of the cluster."""
+        return self.head_cpus + self.workers * self.worker_cpus
+
+
+@dataclass
+class ComposeProject:
+    """The compose emulation in ``directory``, under project ``name``, with settings ``overrides``."""
+
+    directory: Path = COMPOSE_DIR
+    name: str = ""
+    overrides: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Resolve the project name: the environment, then the folder's ``.env``, then ``fltest``."""
+        if not self.name:
+            self.name = (
+                os.environ.get("COMPOSE_PROJECT_NAME")
+                or _dotenv_value(self.directory / ".env", "COMPOSE_PROJECT_NAME")
+                or DEFAULT_PROJECT
+            )
+
+    def setting(self, key: str) -> str | None:
+        """A setting's effective value: an override, the environment, then the ``.env`` file."""
+        return self.overrides.get(key) or os.environ.get(key) or _dotenv_value(self.directory / ".env", key)
+
+    def compose(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+        """Run the compose CLI on this project; a failure raises with compose's last line."""
+        command = [*compose_cli(), "--project-name", self.name, "--project-directory", str(self.directory),
+                   "-f", str(self.directory / "docker-compose.yml"), *args]  # fmt: skip
+        env = {**os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
+        result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=capture)
+        if result.returncode != 0:
+            detail = (result.stderr or "").strip().splitlines()[-1:] if capture else []
+            raise FLTestError(f"{' '.join(command[:2])} {args[0]} failed (exit {result.returncode}){': ' + detail[0] if detail else ''}")
+        return result
+
+    def shape(self) -> ClusterShape:
+        """The node count and CPUs the settings give, read from compose's own resolved config."""
+        services = yaml.safe_load(self.compose("config", capture=True).stdout)["services"]
+        head, worker = services[HEAD_SERVICE], services[WORKER_SERVICE]
+        workers = worker.get("scale", worker.get("deploy", {}).get("replicas", 1))
+        return ClusterShape(head_cpus=float(head["cpus"]), workers=int(workers), worker_cpus=float(worker["cpus"]))
+
+    def containers(self, client, service: str | None = None, include_stopped: bool = False) -> list:
+        """The project's containers (of one service), oldest first."""
+        labels = [f"{PROJECT_LABEL}={self.name}"] + ([f"{SERVICE_LABEL}={service}"] if service else [])
+        found = client.containers.list(all=include_stopped, filters={"label": labels})
+        return sorted(found, key=lambda c: c.attrs["Created"])
+
+    def head(self, client):
+        """The running head container; raises a one-line error if there is none."""
+        heads = self.containers(client, HEAD_SERVICE)
+        if not heads:
+            raise FLTestError(f"project {self.name}: no running {HEAD_SERVICE} container (run: fltest-deploy up)")
+        return heads[0]
+
+    def leftovers(self, client) -> list[str]:
+        """Containers, networks and volumes of the project that still exist."""
+        labels = {"label": f"{PROJECT_LABEL}={self.name}"}
+        return (
+            [f"container {c.name}" for c in client.containers.list(all=True, filters=labels)]
+            + [f"network {n.name}" for n in client.networks.list(filters=labels)]
+            + [f"volume {v.name}" for v in client.volumes.list(filters=labels)]
+        )
+
+    def up(self) -> None:
+        """Create or restore every service (restarting stopped or killed containers)."""
+        workers = self.setting("RAY_WORKERS") or "1"
+        self.compose("up", "--detach", "--scale", f"{WORKER_SERVICE}={workers}")
+
+    def down(self) -> None:
+        """Stop and remove the project's containers, network and volume."""
+        self.compose("down", "--volumes", "--remove-orphans", "--timeout", str(STOP_TIMEOUT_S))

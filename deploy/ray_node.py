@@ -1,0 +1,92 @@
+"""Start a Ray head or worker with the kit's pinned ports, CPU count and token authentication.
+
+The compose services, the Ansible roles and a bare-metal node all start Ray through this
+module, so every node of a cluster listens on the same, documented ports::
+
+    python -m deploy.ray_node head --num-cpus 2
+    python -m deploy.ray_node worker --address 10.0.0.1:6379 --num-cpus 4 --node-ip-address 10.0.0.2
+
+It replaces itself with ``ray start ... --block`` (the container's main process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+#: Every port a node listens on; open these between the cluster's nodes, never to the world.
+PORTS: dict[str, int] = {
+    "gcs": 6379,  # head only: the address every node and driver connects to
+    "node_manager": 6380,
+    "object_manager": 6381,
+    "runtime_env_agent": 6382,
+    "dashboard_agent_grpc": 6383,
+    "dashboard_agent_listen": 52365,
+    "metrics_export": 8080,
+    "client_server": 10001,  # head only: Ray Client (ray://)
+    "dashboard": 8265,  # head only
+}
+#: Ports of Ray's worker processes (one per worker process), inclusive.
+WORKER_PORTS = (10002, 10100)
+TOKEN_PATH_VARIABLE = "RAY_AUTH_TOKEN_PATH"
+
+
+def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None) -> list[str]:
+    """The ``ray start`` command line for a ``head`` or ``worker`` node."""
+    args = [
+        "ray", "start", "--block", "--disable-usage-stats",
+        f"--num-cpus={num_cpus}", "--num-gpus=0",
+        f"--object-store-memory={object_store_bytes}",
+        f"--node-manager-port={PORTS['node_manager']}",
+        f"--object-manager-port={PORTS['object_manager']}",
+        f"--runtime-env-agent-port={PORTS['runtime_env_agent']}",
+        f"--dashboard-agent-grpc-port={PORTS['dashboard_agent_grpc']}",
+        f"--dashboard-agent-listen-port={PORTS['dashboard_agent_listen']}",
+        f"--metrics-export-port={PORTS['metrics_export']}",
+        f"--min-worker-port={WORKER_PORTS[0]}", f"--max-worker-port={WORKER_PORTS[1]}",
+    ]  # fmt: skip
+    if node_ip:
+        args.append(f"--node-ip-address={node_ip}")
+    if role == "head":
+        args += [
+            "--head", f"--port={PORTS['gcs']}",
+            f"--ray-client-server-port={PORTS['client_server']}",
+            "--dashboard-host=0.0.0.0", f"--dashboard-port={PORTS['dashboard']}",
+        ]  # fmt: skip
+    else:
+        args.append(f"--address={address}")
+    return args
+
+
+def check_token() -> None:
+    """Refuse to start without token authentication: an open Ray port runs anyone's code."""
+    if os.environ.get("RAY_AUTH_MODE") != "token":
+        sys.exit("deploy.ray_node: RAY_AUTH_MODE must be 'token' (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH)")
+    path = os.environ.get(TOKEN_PATH_VARIABLE, "")
+    if not path or not os.access(path, os.R_OK):
+        sys.exit(f"deploy.ray_node: {TOKEN_PATH_VARIABLE}={path or '(unset)'}: the Ray token file is missing or unreadable")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the node's settings and exec ``ray start``."""
+    parser = argparse.ArgumentParser(prog="python -m deploy.ray_node", description=__doc__.splitlines()[0])
+    parser.add_argument("role", choices=["head", "worker"])
+    parser.add_argument("--num-cpus", type=int, required=True, help="logical CPUs: equal to the node's CPU limit")
+    parser.add_argument("--object-store-bytes", type=int, default=200 * 1024**2)
+    parser.add_argument("--address", help="worker: the head's <host>:6379")
+    parser.add_argument("--node-ip-address", help="the node's cluster IP (needed with host networking)")
+    args = parser.parse_args(argv)
+    if args.role == "worker" and not args.address:
+        parser.error("--address: a worker needs the head's <host>:6379")
+    if args.num_cpus < 1:
+        parser.error("--num-cpus: must be at least 1")
+    check_token()
+    command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address)
+    sys.stdout.flush()
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()

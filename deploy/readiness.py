@@ -1,0 +1,68 @@
+"""Wait until the Ray cluster reports every node of the compose project and their CPUs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+from deploy.compose import HEAD_SERVICE, SERVICE_LABEL, ClusterShape, ComposeProject
+from fltest.errors import FLTestError
+
+POLL_INTERVAL_S = 2.0
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What Ray reports (live nodes by container name, total CPUs) against what the settings ask."""
+
+    shape: ClusterShape
+    nodes: dict[str, float]  # container name -> CPUs, for the project's containers Ray lists
+    missing: list[str]  # what is not there, one phrase each
+    cpus: float
+
+    @property
+    def ready(self) -> bool:
+        """Every expected node is live and the CPU total is the pinned one."""
+        return not self.missing and len(self.nodes) == self.shape.nodes and self.cpus == self.shape.cpus
+
+
+def live_ray_nodes(head) -> list[dict]:
+    """Ray's live nodes, asked from inside the head container; ``[]`` while Ray does not answer."""
+    result = head.exec_run(["python", "-m", "deploy.ray_nodes", "ray-head:6379"], demux=True)
+    if result.exit_code != 0:
+        return []
+    return json.loads(result.output[0].decode().strip().splitlines()[-1])
+
+
+def cluster_state(project: ComposeProject, client, shape: ClusterShape) -> ClusterState:
+    """Match Ray's live nodes with the project's containers by hostname."""
+    containers = project.containers(client, include_stopped=True)
+    heads = [c for c in containers if c.labels.get(SERVICE_LABEL) == HEAD_SERVICE and c.status == "running"]
+    ray_nodes = live_ray_nodes(heads[0]) if heads else []
+    by_hostname = {c.attrs["Config"]["Hostname"]: c.name for c in containers}
+    nodes = {by_hostname[n["hostname"]]: n["cpus"] for n in ray_nodes if n["hostname"] in by_hostname}
+    missing = [f"{c.name} ({c.status}, not in Ray)" for c in containers if c.name not in nodes]
+    if len(containers) < shape.nodes:
+        missing.append(f"{shape.nodes - len(containers)} node container(s) not created")
+    return ClusterState(shape=shape, nodes=nodes, missing=missing, cpus=sum(n["cpus"] for n in ray_nodes))
+
+
+def wait_until_ready(project: ComposeProject, client, timeout_s: float = 180.0) -> ClusterState:
+    """Poll until Ray lists every node with the pinned CPU total; fail naming what is missing."""
+    shape = project.shape()
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        state = cluster_state(project, client, shape)
+        if state.ready:
+            return state
+        summary = f"{len(state.nodes)}/{shape.nodes} nodes, {state.cpus:g}/{shape.cpus:g} CPUs"
+        if summary != last:
+            print(f"[wait] Ray reports {summary}", file=sys.stderr, flush=True)
+            last = summary
+        if time.monotonic() >= deadline:
+            what = "; ".join(state.missing) or f"CPU total {state.cpus:g}, expected {shape.cpus:g}"
+            raise FLTestError(f"Ray cluster {project.name} not ready after {timeout_s:g}s ({summary}): missing {what}")
+        time.sleep(POLL_INTERVAL_S)

@@ -1,0 +1,161 @@
+"""The compose emulation against the real engine: a Ray head and 2 workers, fltest run in the head."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import docker
+import pytest
+import yaml
+
+from deploy.compose import HEAD_SERVICE, WORKER_SERVICE, ComposeProject
+from deploy.head_run import run_in_head
+from deploy.images import IMAGE
+from deploy.readiness import wait_until_ready
+from deploy.secrets import ensure_ray_token
+from tests.conftest import REPO, base_config
+from tests.conformance import assert_conforms
+
+pytestmark = pytest.mark.docker
+
+PROJECT = "fltest-test"  # not the default project: a user's own emulation is left alone
+READY_TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def emulation(docker_client, fltest_image, tmp_path_factory):
+    """Head + 2 workers, 1 CPU each, with a fresh token; removed (containers, network, volume) after."""
+    token = tmp_path_factory.mktemp("secrets") / "ray_token"
+    ensure_ray_token(token)
+    project = ComposeProject(
+        name=PROJECT,
+        overrides={"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1",
+                   "RAY_TOKEN_FILE": str(token)},
+    )  # fmt: skip
+    project.down()  # a run killed earlier may have left it behind
+    project.up()
+    try:
+        wait_until_ready(project, docker_client, READY_TIMEOUT_S)
+        yield project
+    finally:
+        project.down()
+
+
+def _experiment(folder, name, rounds, clients=6, timeout_s=60):
+    """A config folder with a reference and a flwr run, and a hooks module the workers must import."""
+    folder.mkdir()
+    (folder / "digits_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
+    config = base_config()
+    config.update(name=name, clients=clients, total_cpus=2)
+    config["training"].update(rounds=rounds, local_epochs=1, round_timeout_s=timeout_s)
+    config["output"] = {"save_round_models": True}
+    config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr"}]
+    path = folder / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_ray_reports_every_node_with_its_pinned_cpus(emulation, docker_client):
+    state = wait_until_ready(emulation, docker_client, 30)
+    assert len(state.nodes) == 3 and state.cpus == 3.0
+    containers = emulation.containers(docker_client)
+    assert sorted(c.labels["com.docker.compose.service"] for c in containers) == [HEAD_SERVICE, WORKER_SERVICE, WORKER_SERVICE]
+    for container in containers:
+        host = container.attrs["HostConfig"]
+        assert host["NanoCpus"] == state.nodes[container.name] * 1e9  # cgroup quota == Ray's --num-cpus
+        assert host["ShmSize"] > 209715200  # /dev/shm above the object store
+        assert not host["PortBindings"] and not any(container.ports.values())  # nothing published
+        assert container.attrs["Config"]["User"] == "10001:10001"
+        token_mount = next(m for m in container.attrs["Mounts"] if m["Destination"] == "/run/secrets/ray_token")
+        assert token_mount["RW"] is False
+        assert container.exec_run(["id", "-u"]).output.decode().strip() == "10001"
+    network = docker_client.networks.get(f"{PROJECT}_cluster")
+    assert network.attrs["Internal"] is True
+
+
+DRIVER_PROBE = "import ray; ray.init(address='ray-head:6379'); print('JOINED', len(ray.nodes()))"
+
+
+@pytest.mark.parametrize(
+    "token_env",
+    [None, {"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN_PATH": "/nonexistent"}, {"RAY_AUTH_TOKEN": "0" * 64}],
+    ids=["own-token", "no-token", "wrong-token"],
+)
+def test_a_driver_without_the_token_is_refused(emulation, docker_client, token_env):
+    """A driver in the head (beside a raylet, as drivers must be) joins with the token, and only with it."""
+    head = emulation.head(docker_client)
+    result = head.exec_run(["timeout", "20", "python", "-c", DRIVER_PROBE], environment=token_env)
+    output = result.output.decode()
+    if token_env is None:
+        assert result.exit_code == 0 and "JOINED 3" in output
+    else:
+        assert result.exit_code != 0 and "JOINED" not in output
+        assert "InvalidAuthToken" in output
+
+
+def test_a_node_without_the_token_is_refused(emulation, docker_client):
+    container = docker_client.containers.run(
+        IMAGE, ["timeout", "30", "ray", "start", "--address=ray-head:6379", "--num-cpus=1", "--block"],
+        network=f"{PROJECT}_cluster", detach=True,
+    )  # fmt: skip
+    try:
+        exit_code = container.wait(timeout=60)["StatusCode"]
+        output = container.logs().decode()
+    finally:
+        container.remove(force=True)
+    assert exit_code != 0
+    assert "InvalidAuthToken" in output
+    assert len(wait_until_ready(emulation, docker_client, 30).nodes) == 3  # and it did not join
+
+
+def test_flwr_run_in_the_head_uses_all_nodes_and_matches_the_reference(emulation, docker_client, tmp_path):
+    config = _experiment(tmp_path / "experiment", "emulated", rounds=3)
+    results = tmp_path / "results"
+    assert run_in_head(emulation.head(docker_client), config, results) == 0
+    experiment = results / "emulated"
+    summary = json.loads((experiment / "flower" / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["ray_address"] == "ray-head:6379"
+    hostnames = {c.attrs["Config"]["Hostname"] for c in emulation.containers(docker_client)}
+    assert set(summary["client_hosts"]) == hostnames  # clients trained on all three nodes
+    assert_conforms(experiment, "flower", 3)
+    last_round = json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert "update_norm" in last_round["train"]  # the workers imported the config's hooks module
+    assert (experiment / "report.png").is_file()
+
+
+def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_cluster(emulation, docker_client, tmp_path):
+    config = _experiment(tmp_path / "experiment", "killed", rounds=40, timeout_s=30)
+    results = tmp_path / "results"
+    outcome: dict = {}
+    own_client = docker.from_env()  # the run streams on its own connection
+    runner = threading.Thread(target=lambda: outcome.update(code=run_in_head(emulation.head(own_client), config, results)))
+    runner.start()
+    head = emulation.head(docker_client)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # wait for the flwr run's second round
+        rounds = head.exec_run(["sh", "-c", "cat /var/lib/fltest/work/runs/killed-*/results/killed/flower/metrics.jsonl"])
+        if rounds.exit_code == 0 and len(rounds.output.splitlines()) >= 3:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail("the flwr run did not reach round 2")
+    victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
+    victim.kill()
+    runner.join(timeout=600)
+    assert not runner.is_alive(), "the run hangs after a worker was killed"
+    summary = json.loads((results / "killed" / "flower" / "summary.json").read_text())
+    if outcome["code"] == 0:
+        assert summary["status"] == "completed"
+    else:
+        assert summary["status"] == "failed" and summary["error"].strip()
+    emulation.up()
+    state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
+    assert len(state.nodes) == 3 and state.cpus == 3.0
+
+
+def test_down_leaves_no_container_network_or_volume(emulation, docker_client):
+    emulation.down()
+    assert emulation.leftovers(docker_client) == []
