@@ -53,6 +53,8 @@ def _tree_copy(destination: Path) -> None:
     """The checkout's files (not the ignored ones) and the wheelhouse (hard links), as a build context."""
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     for name in files:
+        if not (REPO / name).is_file():  # deleted in the work tree, not yet committed
+            continue
         (destination / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, destination / name)
     subprocess.run(["cp", "-al", str(REPO / "wheelhouse"), str(destination / "wheelhouse")], check=True)

@@ -34,14 +34,9 @@ def _token_path(project) -> Path:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from deploy.images import build_base_image, build_fltest_image, fill_wheelhouse
+    from deploy.images import build_images
 
-    client = _docker()
-    if args.base_image is None:
-        build_base_image(client)
-    if args.pip_source == "wheelhouse":
-        fill_wheelhouse()
-    image = build_fltest_image(client, args.pip_source, args.base_image or "fltest-base:bookworm")
+    image = build_images(_docker(), args.pip_source, args.base_image)
     print(f"built {image.tags[0]} ({image.attrs['Size'] / 1e6:.0f} MB)")
     return 0
 
@@ -93,10 +88,11 @@ def _status(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from deploy.head_run import run_in_head
+    from fltest.config import load_config
 
-    project = _project(args)
-    head = project.head(_docker())
-    return run_in_head(head, Path(args.config), Path(args.results_dir))
+    config = load_config(args.config)  # bad input fails here, before the cluster is touched
+    head = _project(args).head(_docker())
+    return run_in_head(head, Path(args.config), config, Path(args.results_dir))
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from deploy.secrets import CONTAINER_UID
-from fltest.config import load_config
+from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 
 WORK_DIR = PurePosixPath("/var/lib/fltest/work/runs")
@@ -46,16 +46,16 @@ def _extract_results(head, source: PurePosixPath, destination: Path) -> None:
         tar.extractall(destination.parent, filter="data")
 
 
-def run_in_head(head, config_path: Path, results_dir: Path, extra_args: list[str] | None = None) -> int:
-    """Stage the config, run fltest in ``head`` with its output streamed here; returns fltest's exit code."""
-    config = load_config(config_path)  # bad input fails here, before the cluster is touched
+def run_in_head(head, config_path: Path, config: ExperimentConfig, results_dir: Path) -> int:
+    """Stage the config (checked on the host: see :func:`fltest.config.load_config`), run fltest in
+    ``head`` with its output streamed here, copy the results back; returns fltest's exit code."""
     run_id = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     staged = WORK_DIR / run_id
     folder = config_path.resolve().parent
     head.exec_run(["mkdir", "-p", str(WORK_DIR)])
     if not head.put_archive(str(WORK_DIR), _tar_folder(folder, run_id)):
         raise InputError(f"{config_path}: could not copy the config folder into {head.name}")
-    command = ["fltest", "run", str(staged / config_path.name), "--results-dir", str(staged / "results"), *(extra_args or [])]
+    command = ["fltest", "run", str(staged / config_path.name), "--results-dir", str(staged / "results")]
     print(f"[run] {head.name}: {' '.join(command)}", file=sys.stderr, flush=True)
     try:
         exec_id = head.client.api.exec_create(head.id, command, user=str(CONTAINER_UID))["Id"]

@@ -51,3 +51,12 @@ def build_fltest_image(client, pip_source: str = "wheelhouse", base_image: str =
         if line.startswith("Step "):
             print(f"[build {tag}] {line}", file=sys.stderr, flush=True)
     return client.images.get(tag)
+
+
+def build_images(client, pip_source: str = "wheelhouse", base_image: str | None = None):
+    """Everything ``fltest-deploy build`` does: the base image if it is ours and missing, the wheelhouse, FLTest."""
+    if base_image is None:
+        build_base_image(client)
+    if pip_source == "wheelhouse":
+        fill_wheelhouse()
+    return build_fltest_image(client, pip_source, base_image or DEFAULT_BASE_IMAGE)

@@ -53,11 +53,8 @@ def run_experiment(
         backend = backend_for(run.framework)
         backend.check(config, run)
         backends[run.name] = backend
-    shard_sets = {}
-    for backend in backends.values():
-        storage = backend.storage(config)
-        if storage not in shard_sets:
-            shard_sets[storage] = prepare(config, storage)
+    storages = {name: backend.storage(config) for name, backend in backends.items()}
+    shard_sets = {storage: prepare(config, storage) for storage in dict.fromkeys(storages.values())}
     any_shards = next(iter(shard_sets.values()))
     hooks = load_hooks(config.hooks)
     initial = init_params(config.model, any_shards.num_features, any_shards.num_classes, config.seed)
@@ -69,7 +66,7 @@ def run_experiment(
     summaries = []
     for run in config.runs:
         backend = backends[run.name]
-        shards = shard_sets[backend.storage(config)]
+        shards = shard_sets[storages[run.name]]
         info = {"experiment": config.name, "run": run.name, "framework": run.framework, "shards_key": shards.key}
         recorder = RunRecorder(experiment_dir / run.name, info, config.training.rounds, config.output.save_round_models)
         recorder.record_round(0, initial, initial_metrics)

@@ -75,3 +75,14 @@ def test_the_settings_shape_the_cluster(tmp_path):
                                                                   "RAY_TOKEN_FILE": str(tmp_path / "token")})  # fmt: skip
     shape = project.shape()
     assert (shape.nodes, shape.head_cpus, shape.worker_cpus, shape.cpus) == (4, 2.0, 4.0, 14.0)
+
+
+def test_a_bad_config_is_refused_on_the_host_before_any_container(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("name: x\nclients: 0\n")
+    result = subprocess.run([sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"fltest-deploy: error: {config}: ")
+    assert not (tmp_path / "out").exists()

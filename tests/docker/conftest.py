@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.images import IMAGE, build_base_image, build_fltest_image, fill_wheelhouse
+from deploy.images import IMAGE, build_images
 
 
 @pytest.fixture(scope="session")
@@ -22,8 +22,6 @@ def docker_client():
 @pytest.fixture(scope="session")
 def fltest_image(docker_client):
     """The base image (debootstrap, no registry), the wheelhouse, and FLTest built with no network."""
-    build_base_image(docker_client)
-    fill_wheelhouse()
-    image = build_fltest_image(docker_client, pip_source="wheelhouse")
+    image = build_images(docker_client, pip_source="wheelhouse")
     assert IMAGE in image.tags
     return image

@@ -15,6 +15,7 @@ from deploy.head_run import run_in_head
 from deploy.images import IMAGE
 from deploy.readiness import wait_until_ready
 from deploy.secrets import ensure_ray_token
+from fltest.config import load_config
 from tests.conftest import REPO, base_config
 from tests.conformance import assert_conforms
 
@@ -113,7 +114,7 @@ def test_a_node_without_the_token_is_refused(emulation, docker_client):
 def test_flwr_run_in_the_head_uses_all_nodes_and_matches_the_reference(emulation, docker_client, tmp_path):
     config = _experiment(tmp_path / "experiment", "emulated", rounds=3)
     results = tmp_path / "results"
-    assert run_in_head(emulation.head(docker_client), config, results) == 0
+    assert run_in_head(emulation.head(docker_client), config, load_config(config), results) == 0
     experiment = results / "emulated"
     summary = json.loads((experiment / "flower" / "summary.json").read_text())
     assert summary["status"] == "completed"
@@ -131,7 +132,7 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     results = tmp_path / "results"
     outcome: dict = {}
     own_client = docker.from_env()  # the run streams on its own connection
-    runner = threading.Thread(target=lambda: outcome.update(code=run_in_head(emulation.head(own_client), config, results)))
+    runner = threading.Thread(target=lambda: outcome.update(code=run_in_head(emulation.head(own_client), config, load_config(config), results)))
     runner.start()
     head = emulation.head(docker_client)
     deadline = time.monotonic() + 180

@@ -12,15 +12,9 @@ from flwr.simulation import run_simulation
 
 from fltest.backends.base import Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app, params_to_record, record_to_params
-from fltest.backends.flwr.cluster import (
-    ADDRESS_VARIABLE,
-    LocalCacheShards,
-    ObjectStoreShards,
-    cluster_address,
-    join_cluster,
-    put_shards,
-)
+from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
+from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import Storage
 from fltest.fedavg import evaluate_global

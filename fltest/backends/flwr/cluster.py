@@ -8,16 +8,11 @@ import sys
 
 import ray
 
+from fltest.backends.ray_address import ADDRESS_VARIABLE
 from fltest.data.shards import ShardSet, dataset_arrays
 from fltest.errors import InputError, RunFailed
 
-ADDRESS_VARIABLE = "FLTEST_RAY_ADDRESS"
 CONNECT_TIMEOUT_S = 5.0
-
-
-def cluster_address() -> str | None:
-    """The Ray cluster to join, from ``FLTEST_RAY_ADDRESS``, or ``None`` for a private Ray."""
-    return os.environ.get(ADDRESS_VARIABLE) or None
 
 
 def _check_reachable(address: str) -> None:

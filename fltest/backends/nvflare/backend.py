@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -13,6 +12,7 @@ from fltest.backends.base import Backend, RunJob
 from fltest.backends.nvflare.exchange import SPEC_VARIABLE, RunFiles, RunSpec
 from fltest.backends.nvflare.job import export_job
 from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_environment
+from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.errors import InputError, RunFailed
 from fltest.fedavg import evaluate_global
@@ -25,9 +25,6 @@ STARTUP_S = 120.0  # allowed for the simulator, server and clients to start, on 
 SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in
 POLL_S = 0.05
 KEEP_WORKSPACE = "keep_workspace"
-# The flwr backend's cluster variable (fltest.backends.flwr.cluster), named here so that this
-# backend does not import Flower and Ray.
-RAY_ADDRESS_VARIABLE = "FLTEST_RAY_ADDRESS"
 
 
 def simulator_threads(config: ExperimentConfig) -> int:
@@ -60,8 +57,8 @@ class NVFlareBackend(Backend):
     def run(self, job: RunJob) -> None:
         """Export the job, run the simulator and record each round as the server reports it."""
         config, recorder = job.config, job.recorder
-        if os.environ.get(RAY_ADDRESS_VARIABLE):
-            log.info("%s is set: the nvflare backend ignores it and runs on this machine", RAY_ADDRESS_VARIABLE)
+        if cluster_address():
+            log.info("%s is set: the nvflare backend ignores it and runs on this machine", ADDRESS_VARIABLE)
         files = RunFiles(recorder.run_dir / "nvflare")
         shutil.rmtree(files.root, ignore_errors=True)
         files.create()
