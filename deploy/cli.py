@@ -10,7 +10,7 @@ from pathlib import Path
 from fltest.errors import FLTestError, InputError
 
 
-def _docker():
+def docker_client():
     """A Docker SDK client, or a one-line error when no engine answers."""
     import docker
 
@@ -36,7 +36,7 @@ def _token_path(project) -> Path:
 def _build(args: argparse.Namespace) -> int:
     from deploy.images import build_images
 
-    image = build_images(_docker(), args.pip_source, args.base_image)
+    image = build_images(docker_client(), args.pip_source, args.base_image)
     print(f"built {image.tags[0]} ({image.attrs['Size'] / 1e6:.0f} MB)")
     return 0
 
@@ -53,7 +53,7 @@ def _up(args: argparse.Namespace) -> int:
     from deploy.readiness import wait_until_ready
     from deploy.secrets import ensure_ray_token
 
-    client, project = _docker(), _project(args)
+    client, project = docker_client(), _project(args)
     image = project.setting("FLTEST_IMAGE")
     if not client.images.list(name=image):
         raise InputError(f"FLTEST_IMAGE={image}: image not found (build it: fltest-deploy build)")
@@ -67,7 +67,7 @@ def _up(args: argparse.Namespace) -> int:
 def _wait(args: argparse.Namespace) -> int:
     from deploy.readiness import wait_until_ready
 
-    state = wait_until_ready(_project(args), _docker(), args.timeout)
+    state = wait_until_ready(_project(args), docker_client(), args.timeout)
     print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
     return 0
 
@@ -75,7 +75,7 @@ def _wait(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from deploy.readiness import cluster_state
 
-    client, project = _docker(), _project(args)
+    client, project = docker_client(), _project(args)
     state = cluster_state(project, client, project.shape())
     print(f"{'container':32} {'state':10} {'health':10} {'CPU limit':>9} {'Ray CPUs':>8}")
     for c in project.containers(client, include_stopped=True):
@@ -91,12 +91,12 @@ def _run(args: argparse.Namespace) -> int:
     from fltest.config import load_config
 
     config = load_config(args.config)  # bad input fails here, before the cluster is touched
-    head = _project(args).head(_docker())
+    head = _project(args).head(docker_client())
     return run_in_head(head, Path(args.config), config, Path(args.results_dir))
 
 
 def _down(args: argparse.Namespace) -> int:
-    client, project = _docker(), _project(args)
+    client, project = docker_client(), _project(args)
     project.down()
     left = project.leftovers(client)
     if left:

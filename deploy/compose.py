@@ -33,7 +33,7 @@ def compose_cli() -> list[str]:
     raise InputError("no compose tool: install the docker compose plugin or docker-compose")
 
 
-def _dotenv_value(path: Path, key: str) -> str | None:
+def dotenv_value(path: Path, key: str) -> str | None:
     """The value of ``key`` in a compose ``.env`` file (``KEY=value`` lines), if set."""
     if not path.is_file():
         return None
@@ -76,13 +76,13 @@ class ComposeProject:
         if not self.name:
             self.name = (
                 os.environ.get("COMPOSE_PROJECT_NAME")
-                or _dotenv_value(self.directory / ".env", "COMPOSE_PROJECT_NAME")
+                or dotenv_value(self.directory / ".env", "COMPOSE_PROJECT_NAME")
                 or DEFAULT_PROJECT
             )
 
     def setting(self, key: str) -> str | None:
         """A setting's effective value: an override, the environment, then the ``.env`` file."""
-        return self.overrides.get(key) or os.environ.get(key) or _dotenv_value(self.directory / ".env", key)
+        return self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / ".env", key)
 
     def compose(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
         """Run the compose CLI on this project; a failure raises with compose's last line."""

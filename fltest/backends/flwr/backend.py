@@ -15,8 +15,9 @@ from fltest.backends.flwr.client_app import ShardSource, make_client_app, params
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
-from fltest.config.schema import ExperimentConfig
+from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import Storage
+from fltest.errors import InputError
 from fltest.fedavg import evaluate_global
 from fltest.hooks import load_hooks
 
@@ -63,6 +64,27 @@ class FlwrBackend(Backend):
     """Flower 1.42 simulation (Message API: ServerApp, ClientApp, FedAvg) on Ray."""
 
     framework = "flwr"
+    known_options = frozenset({"mode"})
+
+    @staticmethod
+    def _deployment(run: RunConfig) -> Backend | None:
+        """The deployment backend for ``mode: deployment``, ``None`` for a simulation (the default)."""
+        mode = run.options.get("mode", "simulation")
+        if mode == "simulation":
+            return None
+        if mode == "deployment":
+            from fltest.backends.flwr_deployment import FlwrDeploymentBackend
+
+            return FlwrDeploymentBackend()
+        raise InputError(f"runs.{run.name}.options.mode: {mode!r}: expected 'simulation' or 'deployment'")
+
+    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
+        """A simulation takes only ``mode``; a deployment run is checked by the deployment backend."""
+        deployment = self._deployment(run)
+        if deployment is not None:
+            deployment.check(config, run)
+        else:
+            super().check(config, run)
 
     def storage(self, config: ExperimentConfig) -> Storage:
         """In-memory shards on a joined cluster (they travel), memory-mapped ones on a private Ray."""
@@ -75,7 +97,11 @@ class FlwrBackend(Backend):
         return ObjectStoreShards(refs)
 
     def run(self, job: RunJob) -> None:
-        """Start the simulation and block until it ends; a client error fails the run."""
+        """Start the simulation (or submit the deployment run) and block until it ends; a client error fails the run."""
+        deployment = self._deployment(job.run)
+        if deployment is not None:
+            deployment.run(job)
+            return
         config = job.config
         address = cluster_address()
         client_resources = {"num_cpus": 1, "num_gpus": config.total_gpus / config.total_cpus if config.total_gpus else 0.0}

@@ -1,0 +1,225 @@
+"""The Flower deployment emulation: a SuperLink and per-node SuperNodes in compose project ``fltest-flower``.
+
+``compose/flower.yml`` holds the SuperLink. Every SuperNode mounts its own key folder and its
+own partition, so the SuperNode services are generated (``.generated/supernodes.yml``) from
+one definition here, for the nodes asked for: N is a setting, and a node that is refused or
+unregistered can be started or left out by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from deploy.compose import COMPOSE_DIR, ComposeProject, compose_cli, dotenv_value
+from deploy.secrets import CONTAINER_UID
+from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key, node_dir
+from deploy.tls import TlsFiles, ensure_tls
+from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
+from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, export_partition
+from fltest.data.shards import ShardSet
+from fltest.errors import FLTestError, InputError
+
+ENV_FILE = "flower.env"
+COMPOSE_FILE = "flower.yml"
+SUPERLINK_SERVICE = "superlink"
+FLEET_ADDRESS = "superlink:8000"  # inside the compose network
+KEY_MOUNT = "/run/secrets/supernode"
+CA_MOUNT = "/run/secrets/tls/ca.crt"
+DATA_MOUNT = "/var/lib/fltest/partition"
+STOP_TIMEOUT_S = 10
+
+
+def supernode_name(index: int) -> str:
+    """The service (and key folder) name of SuperNode ``index``."""
+    return f"supernode-{index}"
+
+
+@dataclass
+class FlowerFederation:
+    """The Flower emulation's compose project, its secrets, partitions and generated SuperNodes."""
+
+    directory: Path = COMPOSE_DIR
+    name: str = ""
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    generated_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        """Resolve the project name and the generated folder (``<compose>/.generated`` by default)."""
+        self.name = self.name or self.setting("COMPOSE_PROJECT_NAME") or "fltest-flower"
+        self.generated_dir = self.generated_dir or self.directory / ".generated"
+
+    def setting(self, key: str) -> str:
+        """A setting: an override, the environment, then ``flower.env``; a missing one is an error."""
+        value = self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / ENV_FILE, key)
+        if not value:
+            raise InputError(f"{self.directory / ENV_FILE}: {key} is not set")
+        return value
+
+    def path(self, key: str) -> Path:
+        """A folder setting, relative to the compose folder."""
+        return (self.directory / self.setting(key)).resolve()
+
+    @property
+    def keys_dir(self) -> Path:
+        """The folder of the SuperNodes' key folders."""
+        return self.path("FLOWER_KEYS_DIR")
+
+    @property
+    def flwr_home(self) -> Path:
+        """The ``FLWR_HOME`` of the host's ``flwr`` CLI for this SuperLink (its connection only)."""
+        return self.generated_dir / "flwr-home"
+
+    @property
+    def address(self) -> str:
+        """The SuperLink's address as the host reaches it."""
+        return f"{self.setting('FLOWER_SUPERLINK_BIND')}:{self.setting('FLOWER_SUPERLINK_PORT')}"
+
+    def supernodes(self) -> int:
+        """How many SuperNodes the settings ask for."""
+        count = self.setting("FLOWER_SUPERNODES")
+        if not count.isdigit() or int(count) < 1:
+            raise InputError(f"FLOWER_SUPERNODES={count}: expected a positive integer")
+        return int(count)
+
+    def tls(self) -> TlsFiles:
+        """The CA and SuperLink certificate (created once); writes the host's connection to it."""
+        files, _ = ensure_tls(self.path("FLOWER_TLS_DIR"))
+        write_connection(self.flwr_home, self.address, files.ca_cert)
+        return files
+
+    def ensure_keys(self, nodes: list[str]) -> None:
+        """A key pair for every node (existing ones kept); refuses two nodes with one key."""
+        for node in nodes:
+            ensure_key(self.keys_dir, node)
+        check_unique(self.keys_dir, nodes)
+
+    def export_partitions(self, shards: ShardSet, nodes: list[str]) -> None:
+        """Export partition ``i`` of ``shards`` into node ``nodes[i]``'s data folder."""
+        if len(nodes) != shards.num_clients:
+            raise InputError(f"FLOWER_SUPERNODES={len(nodes)}: the experiment has {shards.num_clients} clients")
+        for index, node in enumerate(nodes):
+            export_partition(shards, index, self.path("FLOWER_DATA_DIR") / node)
+
+    def supernode_service(self, node: str, partition_id: int, num_partitions: int) -> dict:
+        """The compose service of one SuperNode: non-root, its own key and partition, read-only."""
+        node_config = f'partition-id={partition_id} num-partitions={num_partitions} {DATA_PATH_KEY}="{DATA_MOUNT}"'
+        return {
+            "image": self.setting("FLTEST_IMAGE"),
+            "init": True,
+            "user": f"{CONTAINER_UID}:{CONTAINER_UID}",
+            "hostname": node,
+            "environment": {"FLWR_HOME": "/var/lib/fltest/flwr"},
+            "command": [
+                "flower-supernode",
+                f"--superlink={FLEET_ADDRESS}",
+                f"--root-certificates={CA_MOUNT}",
+                f"--auth-supernode-private-key={KEY_MOUNT}/{PRIVATE_NAME}",
+                f"--node-config={node_config}",
+            ],
+            "volumes": [
+                f"{node_dir(self.keys_dir, node)}:{KEY_MOUNT}:ro",
+                f"{self.path('FLOWER_TLS_DIR') / 'superlink' / 'ca.crt'}:{CA_MOUNT}:ro",
+                f"{self.path('FLOWER_DATA_DIR') / node}:{DATA_MOUNT}:ro",
+            ],
+            "networks": ["flower"],
+            "depends_on": {SUPERLINK_SERVICE: {"condition": "service_healthy"}},
+            "restart": "no",  # a refused node exits (code 305) and stays down, visibly
+            "healthcheck": {
+                "test": ["CMD", "python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9094/health', timeout=4)"],
+                "interval": "5s", "timeout": "5s", "retries": 12,
+            },
+        }  # fmt: skip
+
+    def write_supernodes(self, nodes: Mapping[str, int], num_partitions: int) -> Path:
+        """Write the generated compose file: one service per ``{node: partition_id}``."""
+        services = {node: self.supernode_service(node, pid, num_partitions) for node, pid in nodes.items()}
+        path = self.generated_dir / "supernodes.yml"
+        self.generated_dir.mkdir(parents=True, exist_ok=True)
+        header = "# Generated by fltest-flower (deploy/flower.py): one SuperNode per key. Do not edit.\n"
+        path.write_text(header + yaml.safe_dump({"services": services}, sort_keys=False))
+        return path
+
+    def compose(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+        """Run the compose CLI on flower.yml plus the generated SuperNodes; a failure raises one line."""
+        generated = self.generated_dir / "supernodes.yml"
+        files = ["-f", str(self.directory / COMPOSE_FILE)] + (["-f", str(generated)] if generated.is_file() else [])
+        command = [*compose_cli(), "--project-name", self.name, "--project-directory", str(self.directory),
+                   "--env-file", str(self.directory / ENV_FILE), *files, *args]  # fmt: skip
+        env = {**os.environ, **self.overrides, "FLOWER_TLS_DIR": str(self.path("FLOWER_TLS_DIR"))}
+        result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=True)
+        if result.returncode != 0:
+            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            raise FLTestError(f"{' '.join(command[:2])} {args[0]} failed (exit {result.returncode}){': ' + lines[-1] if lines else ''}")
+        return result
+
+    def up(self, *services: str) -> None:
+        """Create or start ``services`` (all of them when none is named)."""
+        self.compose("up", "--detach", *services)
+
+    def register(self, node: str) -> int:
+        """Register ``node``'s public key with the running SuperLink; returns its node id."""
+        public = node_dir(self.keys_dir, node) / f"{PRIVATE_NAME}.pub"
+        answer = flwr_json(self.flwr_home, "supernode", "register", str(public), CONNECTION, "--name", node)
+        return int(answer["node-id"])
+
+    def save_node_ids(self, node_ids: Mapping[str, int]) -> None:
+        """Remember which node id the SuperLink gave each SuperNode's key (ids are not secret)."""
+        (self.generated_dir / "node-ids.json").write_text(json.dumps(dict(node_ids), indent=1))
+
+    def node_ids(self) -> dict[str, int]:
+        """The node ids saved by :meth:`save_node_ids`, by SuperNode name."""
+        path = self.generated_dir / "node-ids.json"
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def registered(self) -> list[dict]:
+        """The SuperNodes the SuperLink knows (``node-id``, ``status``: registered, online, unregistered...)."""
+        return list(flwr_json(self.flwr_home, "supernode", "list", CONNECTION)["nodes"])
+
+    def unregister(self, node_id: int) -> None:
+        """Remove node ``node_id`` from the SuperLink: its key no longer connects."""
+        flwr_json(self.flwr_home, "supernode", "unregister", str(node_id), CONNECTION)
+
+    def wait_superlink(self, client, timeout: float) -> None:
+        """Wait until the SuperLink container is healthy."""
+        self._wait(timeout, "the SuperLink to be healthy", lambda: self._healthy(client, SUPERLINK_SERVICE))
+
+    def wait_online(self, node_ids: list[int], timeout: float) -> None:
+        """Wait until the SuperLink reports every node of ``node_ids`` online."""
+
+        def online() -> bool:
+            status = {int(n["node-id"]): n["status"] for n in self.registered()}
+            return all(status.get(node) == "online" for node in node_ids)
+
+        self._wait(timeout, f"{len(node_ids)} SuperNodes to come online", online)
+
+    def containers(self, client, service: str | None = None, include_stopped: bool = False) -> list:
+        """The project's containers (of one service), oldest first."""
+        return ComposeProject(name=self.name).containers(client, service, include_stopped)
+
+    def _healthy(self, client, service: str) -> bool:
+        found = self.containers(client, service)
+        return bool(found) and found[0].attrs["State"].get("Health", {}).get("Status") == "healthy"
+
+    @staticmethod
+    def _wait(timeout: float, what: str, ready) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise FLTestError(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(1)
+
+    def down(self) -> None:
+        """Stop and remove the project's containers, network and volumes (the keys and partitions stay)."""
+        self.compose("down", "--volumes", "--remove-orphans", "--timeout", str(STOP_TIMEOUT_S))
+
+    def leftovers(self, client) -> list[str]:
+        """Containers, networks and volumes of the project that still exist."""
+        return ComposeProject(name=self.name).leftovers(client)

@@ -1,0 +1,133 @@
+"""``python -m deploy.flower_cli``: the Flower deployment emulation (keys, TLS, partitions, SuperLink, SuperNodes)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from deploy.flower import FlowerFederation, supernode_name
+from fltest.errors import FLTestError
+
+
+def _federation(args: argparse.Namespace) -> FlowerFederation:
+    overrides = {"FLOWER_SUPERNODES": str(args.supernodes)} if args.supernodes is not None else {}
+    return FlowerFederation(directory=Path(args.compose_dir), overrides=overrides)
+
+
+def _nodes(federation: FlowerFederation) -> list[str]:
+    return [supernode_name(i) for i in range(federation.supernodes())]
+
+
+def _keys(args: argparse.Namespace) -> int:
+    federation = _federation(args)
+    federation.ensure_keys(_nodes(federation))
+    print(f"{federation.keys_dir}: one key pair per SuperNode ({', '.join(_nodes(federation))})")
+    return 0
+
+
+def _tls(args: argparse.Namespace) -> int:
+    files = _federation(args).tls()
+    print(f"root certificate for SuperNodes and the flwr CLI: {files.ca_cert}")
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from fltest.config.loader import load_config
+    from fltest.runner import prepare
+
+    federation = _federation(args)
+    federation.export_partitions(prepare(load_config(args.config)), _nodes(federation))
+    print(f"{federation.path('FLOWER_DATA_DIR')}: one partition per SuperNode")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from deploy.cli import docker_client
+
+    client, federation = docker_client(), _federation(args)
+    nodes = _nodes(federation)
+    federation.tls()
+    federation.ensure_keys(nodes)
+    federation.write_supernodes({node: i for i, node in enumerate(nodes)}, len(nodes))
+    federation.up("superlink")
+    federation.wait_superlink(client, args.timeout)
+    known = federation.node_ids() if federation.registered() else {}  # a restarted SuperLink knows no key
+    federation.save_node_ids({**known, **{node: federation.register(node) for node in nodes if node not in known}})
+    federation.up(*nodes)
+    federation.wait_online([federation.node_ids()[node] for node in nodes], args.timeout)
+    print(f"SuperLink at {federation.address} (connection 'fltest' in {federation.flwr_home}); {len(nodes)} SuperNodes")
+    return 0
+
+
+def _register(args: argparse.Namespace) -> int:
+    print(_federation(args).register(args.node))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    federation = _federation(args)
+    names = {node_id: name for name, node_id in federation.node_ids().items()}
+    for node in federation.registered():
+        print(f"{node['node-id']:>20}  {node['status']:12}  {names.get(int(node['node-id']), '-')}")
+    return 0
+
+
+def _unregister(args: argparse.Namespace) -> int:
+    _federation(args).unregister(args.node_id)
+    print(f"node {args.node_id}: unregistered")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from deploy.cli import docker_client
+
+    client, federation = docker_client(), _federation(args)
+    federation.down()
+    left = federation.leftovers(client)
+    if left:
+        raise FLTestError(f"project {federation.name}: still present after down: {', '.join(left)}")
+    print(f"project {federation.name}: removed (keys and partitions kept)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m deploy.flower_cli``."""
+    from deploy.compose import COMPOSE_DIR
+
+    parser = argparse.ArgumentParser(prog="fltest-flower", description=__doc__)
+    parser.add_argument("--compose-dir", default=str(COMPOSE_DIR), help="folder of flower.yml and flower.env")
+    parser.add_argument("--supernodes", type=int, help="SuperNodes (default: FLOWER_SUPERNODES)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("tls", help="create the CA and the SuperLink certificate if missing").set_defaults(handler=_tls)
+    sub.add_parser("keys", help="create a key pair per SuperNode if missing").set_defaults(handler=_keys)
+    prepare = sub.add_parser("prepare", help="export one partition of the experiment per SuperNode")
+    prepare.add_argument("config")
+    prepare.set_defaults(handler=_prepare)
+    up = sub.add_parser("up", help="TLS, keys, SuperLink, registration, SuperNodes; wait until online")
+    up.add_argument("--timeout", type=float, default=120.0)
+    up.set_defaults(handler=_up)
+    register = sub.add_parser("register", help="register a SuperNode's public key; prints its node id")
+    register.add_argument("node", help="e.g. supernode-0")
+    register.set_defaults(handler=_register)
+    sub.add_parser("list", help="the SuperNodes the SuperLink knows").set_defaults(handler=_list)
+    unregister = sub.add_parser("unregister", help="remove a SuperNode from the SuperLink")
+    unregister.add_argument("node_id", type=int)
+    unregister.set_defaults(handler=_unregister)
+    sub.add_parser("down", help="remove the containers, network and volumes").set_defaults(handler=_down)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: 0 on success, 1 on a failure, 2 on bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except FLTestError as exc:
+        print(f"fltest-flower: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The ServerApp and ClientApp of FLTest's Flower App (the app directory's components).
+
+Both read the experiment from the run config (:mod:`fltest.backends.flwr_deployment.app_dir`
+writes it). The ClientApp reads its partition from the folder its SuperNode's node config
+names (``data-path``); the ServerApp trains with :class:`SelectedFedAvg`, as the simulation
+does, and reports every round through the run's log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flwr.app import ConfigRecord, Context, Message
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from fltest.backends.flwr.client_app import make_client_app, params_to_record, record_to_params
+from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
+from fltest.backends.flwr_deployment import channel
+from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, NodeShard
+from fltest.config.schema import ExperimentConfig
+from fltest.errors import FLTestError
+from fltest.model import init_params
+
+EXPERIMENT_KEY = "fltest-experiment"  # run-config keys
+SHARDS_KEY = "fltest-shards-key"
+FEATURES_KEY = "fltest-num-features"
+CLASSES_KEY = "fltest-num-classes"
+
+server_app = ServerApp()
+client_app = ClientApp()
+
+
+def experiment(context: Context) -> ExperimentConfig:
+    """The experiment config carried by the run config."""
+    return ExperimentConfig.model_validate_json(str(context.run_config[EXPERIMENT_KEY]))
+
+
+@server_app.main()
+def server_main(grid: Grid, context: Context) -> None:
+    """Discover the partitions, run SelectedFedAvg, report each round; a failure is reported, then raised."""
+    config = experiment(context)
+    try:
+        timeout = config.training.round_timeout_s
+        strategy = SelectedFedAvg(discover_partitions(grid, config.clients, timeout), config.seed, config.training.fraction_fit)
+        initial = init_params(config.model, int(context.run_config[FEATURES_KEY]), int(context.run_config[CLASSES_KEY]), config.seed)
+
+        def report(server_round: int, arrays) -> None:
+            if server_round > 0:
+                channel.emit_round(channel.RoundReport(
+                    server_round, record_to_params(arrays), strategy.train_metrics[server_round], strategy.selected[server_round]
+                ))  # fmt: skip
+
+        strategy.start(grid=grid, initial_arrays=params_to_record(initial), num_rounds=config.training.rounds,
+                       timeout=timeout, train_config=ConfigRecord(), evaluate_fn=report)  # fmt: skip
+    except FLTestError as exc:
+        channel.emit_error(str(exc))
+        raise
+    except Exception as exc:
+        channel.emit_error(f"{type(exc).__name__}: {exc}")
+        raise
+    channel.emit_done(sorted(strategy.client_hosts))
+
+
+def _node_app(context: Context) -> ClientApp:
+    """FLTest's ClientApp reading this node's own partition folder."""
+    config = experiment(context)
+    shard = NodeShard(Path(str(context.node_config[DATA_PATH_KEY])), str(context.run_config[SHARDS_KEY]), config.clients)
+    return make_client_app(config, shard)
+
+
+@client_app.query()
+def query(msg: Message, context: Context) -> Message:
+    """Answer the partition query (the node's data folder is checked first)."""
+    return _node_app(context)(msg, context)
+
+
+@client_app.train()
+def train(msg: Message, context: Context) -> Message:
+    """Train on this node's partition."""
+    return _node_app(context)(msg, context)

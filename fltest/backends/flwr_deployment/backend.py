@@ -1,0 +1,132 @@
+"""Run FLTest's experiment on a Flower deployment: submit the app with ``flwr run``, follow its log."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from fltest.backends.base import Backend, RunJob
+from fltest.backends.flwr_deployment import channel
+from fltest.backends.flwr_deployment.app_dir import write_app_dir
+from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json, write_connection
+from fltest.config.schema import ExperimentConfig, RunConfig
+from fltest.errors import InputError, RunFailed
+from fltest.fedavg import evaluate_global
+from fltest.hooks import load_hooks
+
+log = logging.getLogger(__name__)
+
+MODE = "deployment"
+SETUP_TIMEOUT_S = 120.0  # submit, start the ServerApp, discover the nodes (beyond the rounds' own timeouts)
+_ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
+_EXCEPTION_LINE = re.compile(r"^\w*(Error|Exception)\b.*: ")  # a traceback's last line, e.g. from the ServerApp
+
+
+def _option(run: RunConfig, name: str) -> str:
+    """A required string option of the run, or a one-line error naming it."""
+    value = run.options.get(name)
+    if not isinstance(value, str) or not value:
+        raise InputError(f"runs.{run.name}.options.{name}: required with mode {MODE}")
+    return value
+
+
+class FlwrDeploymentBackend(Backend):
+    """Flower 1.42 deployment: a SuperLink at ``superlink`` (TLS) and the SuperNodes connected to it."""
+
+    framework = "flwr"
+    known_options = frozenset({"mode", "superlink", "root_certificates"})
+
+    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
+        """Refuse unknown options, a mode other than deployment, a bad address or CA file, hooks."""
+        super().check(config, run)
+        if run.options.get("mode") != MODE:
+            raise InputError(f"runs.{run.name}.options.mode: {run.options.get('mode')!r}: expected {MODE!r}")
+        address = _option(run, "superlink")
+        if not _ADDRESS.match(address):
+            raise InputError(f"runs.{run.name}.options.superlink: {address!r}: expected <host>:<port>")
+        ca = Path(_option(run, "root_certificates"))
+        if not ca.is_file():
+            raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
+        if config.hooks:
+            raise InputError(f"hooks: not supported with mode {MODE} (the SuperNodes cannot import {config.hooks!r})")
+
+    def run(self, job: RunJob) -> None:
+        """Submit the run, record each round as its report arrives; a failed run raises :class:`RunFailed`."""
+        options, training = job.run.options, job.config.training
+        deadline = SETUP_TIMEOUT_S + training.rounds * training.round_timeout_s
+        with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
+            home = Path(tmp) / "flwr-home"
+            write_connection(home, str(options["superlink"]), Path(str(options["root_certificates"])))
+            app = write_app_dir(Path(tmp) / "app", job.config, job.shards)
+            try:
+                run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=SETUP_TIMEOUT_S)["run-id"])
+            except RunFailed as exc:
+                raise RunFailed(f"SuperLink {options['superlink']}: {exc}") from None
+            job.recorder.info.update(flower_run_id=run_id, superlink=options["superlink"])
+            log.info("run %s: Flower run %d submitted to %s", job.run.name, run_id, options["superlink"])
+            self._follow(job, home, run_id, deadline)
+
+    def _follow(self, job: RunJob, home: Path, run_id: int, timeout: float) -> None:
+        """Read the run's log stream until it ends, recording rounds; then check the run's status."""
+        test_x, test_y = job.shards.test_arrays()
+        hooks = load_hooks(None)
+        command = [flwr_cli(), "log", str(run_id), CONNECTION, "--stream"]
+        stream = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=flwr_env(home))
+        timed_out = threading.Event()
+        timer = threading.Timer(timeout, lambda: (timed_out.set(), stream.kill()))
+        timer.start()
+        done, error, rounds, last_exception = None, None, 0, ""
+        try:
+            for line in stream.stdout:
+                parsed = channel.parse_line(line)
+                if parsed is None:
+                    last_exception = line.strip() if _EXCEPTION_LINE.match(line) else last_exception
+                    continue
+                kind, payload = parsed
+                if kind == "ROUND":
+                    if rounds == 0:
+                        job.recorder.setup_done()
+                    metrics = evaluate_global(payload.params, test_x, test_y, hooks)
+                    job.recorder.record_round(payload.server_round, payload.params, metrics,
+                                              payload.train_metrics, payload.selected)  # fmt: skip
+                    rounds = payload.server_round
+                elif kind == "DONE":
+                    done = payload
+                else:
+                    error = payload["reason"]
+        except BaseException:  # interrupted, or a round that cannot be recorded: end the remote run too
+            self._stop(home, run_id)
+            raise
+        finally:
+            timer.cancel()
+            if stream.poll() is None:
+                stream.kill()
+            stream.wait()
+        if error:
+            raise RunFailed(f"Flower run {run_id}: {error}")
+        if done is None:
+            status = self._status(home, run_id)
+            if timed_out.is_set():
+                self._stop(home, run_id)
+                raise RunFailed(f"Flower run {run_id}: no end after {timeout:.0f} s ({status}, {rounds} rounds); stopped")
+            reason = f": {last_exception}" if last_exception else ""
+            raise RunFailed(f"Flower run {run_id} ended ({status}) after {rounds} of {job.config.training.rounds} rounds{reason}")
+        job.recorder.info["client_hosts"] = done["client_hosts"]
+
+    @staticmethod
+    def _status(home: Path, run_id: int) -> str:
+        """The run's status as ``flwr ls`` reports it (``finished:completed``, ``running``, ...)."""
+        runs = flwr_json(home, "ls", CONNECTION, "--run-id", str(run_id))["runs"]
+        return str(runs[0].get("status", "unknown")) if runs else "unknown"
+
+    @staticmethod
+    def _stop(home: Path, run_id: int) -> None:
+        """Ask the SuperLink to stop the run (best effort: a run that already ended is fine)."""
+        try:
+            flwr_json(home, "stop", str(run_id), CONNECTION)
+        except RunFailed as exc:
+            log.warning("%s", exc)

@@ -1,0 +1,75 @@
+"""What the ServerApp tells the fltest process, as lines in the run's log (``flwr log``).
+
+The ServerApp runs inside the SuperLink, so it cannot write fltest's results itself: it
+prints one ``FLTEST-ROUND`` line a round (the global model, exactly, as base64 ``.npz``;
+the training metrics; the selected partitions), ``FLTEST-DONE`` at the end, and
+``FLTEST-ERROR`` with the one-line reason when the run fails. The fltest process reads
+the lines back, evaluates and records each round.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from fltest.model import Params
+
+_LINE = re.compile(r"FLTEST-(ROUND|DONE|ERROR) (\S+)")
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """One finished round as the ServerApp saw it."""
+
+    server_round: int
+    params: Params
+    train_metrics: dict[str, float]
+    selected: list[int]
+
+
+def _emit(kind: str, payload: dict) -> None:
+    """Print one line (a single write, so the log uploader never splits it) and flush."""
+    encoded = base64.b64encode(json.dumps(payload).encode()).decode()
+    sys.stdout.write(f"FLTEST-{kind} {encoded}\n")
+    sys.stdout.flush()
+
+
+def emit_round(report: RoundReport) -> None:
+    """Print a round's report."""
+    buffer = io.BytesIO()
+    np.savez(buffer, *report.params)
+    _emit("ROUND", {
+        "round": report.server_round,
+        "params": base64.b64encode(buffer.getvalue()).decode(),
+        "train_metrics": report.train_metrics,
+        "selected": report.selected,
+    })  # fmt: skip
+
+
+def emit_done(client_hosts: list[str]) -> None:
+    """Print the end of a completed run, with the hosts the clients trained on."""
+    _emit("DONE", {"client_hosts": client_hosts})
+
+
+def emit_error(reason: str) -> None:
+    """Print why the run failed (one line)."""
+    _emit("ERROR", {"reason": reason})
+
+
+def parse_line(line: str) -> tuple[str, RoundReport | dict] | None:
+    """``("ROUND", report)``, ``("DONE", info)``, ``("ERROR", info)`` or ``None`` for any other line."""
+    match = _LINE.search(line)
+    if not match:
+        return None
+    kind, payload = match.group(1), json.loads(base64.b64decode(match.group(2)))
+    if kind != "ROUND":
+        return kind, payload
+    with np.load(io.BytesIO(base64.b64decode(payload["params"]))) as archive:
+        params = [archive[f"arr_{i}"] for i in range(len(archive.files))]
+    return kind, RoundReport(payload["round"], params, payload["train_metrics"], payload["selected"])

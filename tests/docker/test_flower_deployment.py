@@ -1,0 +1,194 @@
+"""A real Flower deployment in containers: a TLS SuperLink with SuperNode authentication, 2 SuperNodes.
+
+The SuperNodes each hold their own ECDSA P-384 key and their own partition; fltest submits
+its Flower App with ``flwr run`` and the run must match the reference backend.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import stat
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+
+from deploy.flower import FlowerFederation, supernode_name
+from deploy.images import IMAGE
+from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
+from fltest.config.schema import ExperimentConfig
+from fltest.errors import InputError, RunFailed
+from fltest.runner import prepare, run_experiment
+from tests.conftest import base_config
+from tests.conformance import assert_conforms
+
+pytestmark = pytest.mark.docker
+
+PROJECT = "fltest-flower-test"  # not the default project: a user's own federation is left alone
+NODES = [supernode_name(0), supernode_name(1)]
+ROGUE = supernode_name(2)  # has a key pair, never registered
+ROUNDS = 3
+TIMEOUT_S = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _config(federation: FlowerFederation, ca: Path) -> ExperimentConfig:
+    """Digits on 2 clients, a reference run and a Flower deployment run."""
+    config = base_config()
+    config.pop("hooks")
+    config.update(name="flower-deployment", clients=len(NODES))
+    config["training"].update(rounds=ROUNDS, local_epochs=1, round_timeout_s=60)
+    config["output"] = {"save_round_models": True}
+    options = {"mode": "deployment", "superlink": federation.address, "root_certificates": str(ca)}
+    config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr", "options": options}]
+    return ExperimentConfig.model_validate(config)
+
+
+@pytest.fixture(scope="module")
+def federation(docker_client, fltest_image, tmp_path_factory):
+    """SuperLink + 2 registered SuperNodes with their partitions; everything of the project removed after."""
+    root = tmp_path_factory.mktemp("flower")
+    federation = FlowerFederation(
+        name=PROJECT,
+        generated_dir=root / "generated",
+        overrides={"FLTEST_IMAGE": IMAGE, "FLOWER_SUPERNODES": str(len(NODES)), "FLOWER_SUPERLINK_PORT": str(_free_port()),
+                   "FLOWER_TLS_DIR": str(root / "tls"), "FLOWER_KEYS_DIR": str(root / "keys"), "FLOWER_DATA_DIR": str(root / "data")},
+    )  # fmt: skip
+    federation.down()  # a run killed earlier may have left it behind
+    try:
+        ca = federation.tls().ca_cert
+        federation.ensure_keys(NODES + [ROGUE])
+        config = _config(federation, ca)
+        federation.export_partitions(prepare(config), NODES)
+        shutil.copytree(root / "data" / NODES[0], root / "data" / ROGUE)  # the rogue node has data, not a registered key
+        federation.write_supernodes({**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES))
+        federation.up("superlink")
+        federation.wait_superlink(docker_client, TIMEOUT_S)
+        federation.save_node_ids({node: federation.register(node) for node in NODES})
+        federation.up(*NODES)
+        federation.wait_online(list(federation.node_ids().values()), TIMEOUT_S)
+        yield federation, config, root
+    finally:
+        federation.down()
+        shutil.rmtree(root / "keys")  # no private key outlives the test
+        assert federation.leftovers(docker_client) == []
+
+
+def _container(federation, client, service, include_stopped=False):
+    found = federation.containers(client, service, include_stopped)
+    assert found, f"no container of service {service}"
+    return found[0]
+
+
+def test_supernodes_run_as_non_root_with_their_own_read_only_key(federation, docker_client):
+    federation, _, root = federation
+    for node in NODES:
+        container = _container(federation, docker_client, node)
+        assert container.attrs["Config"]["User"] == "10001:10001"
+        assert container.exec_run(["id", "-u"]).output.decode().strip() == "10001"
+        mounts = {m["Destination"]: m for m in container.attrs["Mounts"]}
+        key_mount = mounts["/run/secrets/supernode"]
+        assert key_mount["RW"] is False and Path(key_mount["Source"]) == root / "keys" / node
+        assert mounts["/var/lib/fltest/partition"]["RW"] is False
+        listing = container.exec_run(["ls", "/run/secrets/supernode"]).output.decode().split()
+        assert listing == [PRIVATE_NAME, f"{PRIVATE_NAME}.pub"]  # its own key only
+        write = container.exec_run(["touch", "/run/secrets/supernode/x"])
+        assert write.exit_code != 0
+        assert stat.S_IMODE((root / "keys" / node / PRIVATE_NAME).stat().st_mode) == 0o600
+
+
+def test_one_key_for_two_supernodes_is_refused(federation):
+    federation, _, root = federation
+    shutil.copytree(root / "keys" / NODES[0], root / "keys" / "copied")
+    try:
+        with pytest.raises(InputError, match="same key as SuperNode supernode-0"):
+            check_unique(root / "keys", [NODES[0], "copied"])
+        with pytest.raises(RunFailed, match="Public key already in use"):
+            federation.register("copied")
+    finally:
+        shutil.rmtree(root / "keys" / "copied")
+    assert ensure_key(root / "keys", NODES[0])[1] is False  # an existing key is never overwritten
+
+
+def test_unregistered_key_is_refused(federation, docker_client):
+    federation, _, _ = federation
+    federation.up(ROGUE)
+    rogue = _container(federation, docker_client, ROGUE, include_stopped=True)
+    assert rogue.wait(timeout=TIMEOUT_S)["StatusCode"] != 0
+    assert "Failed to activate SuperNode" in rogue.logs().decode()
+    superlink_log = _container(federation, docker_client, "superlink").logs().decode()
+    assert "No SuperNode found with the given public key" in superlink_log
+    status = {int(n["node-id"]): n["status"] for n in federation.registered()}
+    assert sorted(status.values()) == ["online", "online"]  # the rogue never got a node id
+
+
+def test_run_on_the_federation_matches_the_reference(federation):
+    federation, config, root = federation
+    start = time.perf_counter()
+    results = root / "results"
+    comparison = run_experiment(config, results)  # framework flwr, mode deployment
+    elapsed = time.perf_counter() - start
+    runs = {run["run"]: run for run in comparison["runs"]}
+    assert runs["flower"]["status"] == "completed", runs["flower"]
+    assert runs["flower"]["rounds_completed"] == ROUNDS
+    assert_conforms(results / config.name, "flower", ROUNDS)
+    summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
+    assert sorted(summary["client_hosts"]) == NODES  # each partition trained in its own container
+    print(f"flower deployment: {ROUNDS} rounds on {len(NODES)} SuperNodes in {elapsed:.1f} s")
+
+
+def test_unregistered_supernode_can_no_longer_connect(federation, docker_client):
+    federation, _, _ = federation
+    node_id = federation.node_ids()[NODES[1]]
+    federation.unregister(node_id)
+    status = {int(n["node-id"]): n["status"] for n in federation.registered()}
+    assert status[node_id] == "unregistered"
+    container = _container(federation, docker_client, NODES[1])
+    container.restart(timeout=10)
+    assert container.wait(timeout=TIMEOUT_S)["StatusCode"] != 0
+    assert "Failed to activate SuperNode" in container.logs().decode()
+    status = {int(n["node-id"]): n["status"] for n in federation.registered()}
+    assert status[federation.node_ids()[NODES[0]]] == "online"
+
+
+def _private_markers(key_file: Path) -> list[bytes]:
+    """Byte strings that only the private key holds: its scalar (raw, hex) and the tail of its PEM body."""
+    text = key_file.read_bytes()
+    scalar = serialization.load_ssh_private_key(text, password=None).private_numbers().private_value.to_bytes(48, "big")
+    body = [line for line in text.splitlines() if line and not line.startswith(b"-----")]
+    return [scalar, scalar.hex().encode(), *body[-3:-1]]
+
+
+def _find_in_stream(chunks, markers: list[bytes]) -> list[bytes]:
+    """The markers that occur in a stream of byte chunks (a marker may straddle two chunks)."""
+    found, tail, overlap = set(), b"", max(len(m) for m in markers)
+    for chunk in chunks:
+        window = tail + chunk
+        found.update(m for m in markers if m in window)
+        tail = window[-overlap:]
+    return sorted(found)
+
+
+def test_private_keys_are_in_no_image_layer_log_or_result(federation, docker_client, fltest_image):
+    federation, _, root = federation
+    markers = [m for node in NODES + [ROGUE] for m in _private_markers(root / "keys" / node / PRIVATE_NAME)]
+    history = json.dumps(fltest_image.history()).encode()
+    assert _find_in_stream([history], markers) == []
+    assert _find_in_stream(fltest_image.save(named=True), markers) == []
+    containers = federation.containers(docker_client, include_stopped=True)
+    assert len(containers) == 4  # SuperLink, 2 SuperNodes, the rogue
+    for container in containers:
+        assert _find_in_stream([container.logs()], markers) == [], container.name
+    result_files = [p for p in (root / "results").rglob("*") if p.is_file()]
+    assert result_files
+    assert _find_in_stream((p.read_bytes() for p in result_files), markers) == []
+    assert not any(m in yaml.safe_dump(federation.registered()).encode() for m in markers)
