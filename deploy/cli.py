@@ -96,11 +96,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
-    client, project = docker_client(), _project(args)
-    project.down()
-    left = project.leftovers(client)
-    if left:
-        raise FLTestError(f"project {project.name}: still present after down: {', '.join(left)}")
+    from deploy.compose import remove_project
+
+    project = _project(args)
+    remove_project(project, docker_client())
     print(f"project {project.name}: removed")
     return 0
 

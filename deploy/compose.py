@@ -132,3 +132,14 @@ class ComposeProject:
     def down(self) -> None:
         """Stop and remove the project's containers, network and volume."""
         self.compose("down", "--volumes", "--remove-orphans", "--timeout", str(STOP_TIMEOUT_S))
+
+
+def remove_project(project, client) -> None:
+    """``project.down()``, then fail naming whatever of the project is still there (containers, networks, volumes).
+
+    ``project`` is a :class:`ComposeProject` or anything with ``name``, ``down()`` and ``leftovers(client)``.
+    """
+    project.down()
+    left = project.leftovers(client)
+    if left:
+        raise FLTestError(f"project {project.name}: still present after down: {', '.join(left)}")
