@@ -152,7 +152,9 @@ def test_unregistered_supernode_can_no_longer_connect(federation, docker_client)
     federation.unregister(node_id)
     status = {int(n["node-id"]): n["status"] for n in federation.registered()}
     assert status[node_id] == "unregistered"
-    container = _container(federation, docker_client, NODES[1])
+    # An online node may already have stopped on its own after the unregister (its heartbeat is
+    # refused): look among stopped containers too, and start it again.
+    container = _container(federation, docker_client, NODES[1], include_stopped=True)
     container.restart(timeout=10)
     assert container.wait(timeout=TIMEOUT_S)["StatusCode"] != 0
     assert "Failed to activate SuperNode" in container.logs().decode()
