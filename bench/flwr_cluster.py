@@ -58,7 +58,7 @@ def _summary(results: Path, config: ExperimentConfig, run: str) -> dict:
 
 def _cluster_run(clients: int, rounds: int, results: Path, backend: FlwrBackend) -> dict:
     config = _config(clients, rounds, ["flwr"])
-    run_experiment(config, results, backend_for=lambda framework: backend)
+    run_experiment(config, results, backend_of=lambda run: backend)
     summary = _summary(results, config, "flwr")
     assert summary["status"] == "completed", summary["error"]
     return summary

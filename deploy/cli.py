@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fltest.command import run_command
 from fltest.errors import FLTestError, InputError
 
 
@@ -143,12 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: 0 on success, 1 on a failure, 2 on bad input."""
-    args = build_parser().parse_args(argv)
-    try:
-        return args.handler(args)
-    except FLTestError as exc:
-        print(f"fltest-deploy: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

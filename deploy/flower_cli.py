@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deploy.flower import FlowerFederation, supernode_name
-from fltest.errors import FLTestError
+from fltest.command import run_command
 
 
 def _federation(args: argparse.Namespace) -> FlowerFederation:
@@ -119,12 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: 0 on success, 1 on a failure, 2 on bad input."""
-    args = build_parser().parse_args(argv)
-    try:
-        return args.handler(args)
-    except FLTestError as exc:
-        print(f"fltest-flower: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

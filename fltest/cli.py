@@ -9,31 +9,44 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fltest import __version__
-from fltest.errors import FLTestError
+from fltest.command import run_command
 
 log = logging.getLogger("fltest")
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from fltest.backends import get_backend
+    from fltest.backends import backend_for
     from fltest.config import load_config
 
     config = load_config(args.config)
     for run in config.runs:
-        get_backend(run.framework).check(config, run)
+        backend_for(run).check(config, run)
     print(f"{args.config}: valid ({len(config.runs)} runs, {config.clients} clients, {config.training.rounds} rounds)")
     return 0
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from fltest.backends import get_backend
+    from fltest.backends import backend_for
     from fltest.config import load_config
     from fltest.runner import prepare
 
     config = load_config(args.config)
-    storages = {args.storage} if args.storage else {get_backend(r.framework).storage(config) for r in config.runs}
+    storages = {args.storage} if args.storage else {backend_for(r).storage(config) for r in config.runs}
     for storage in sorted(storages):
         prepare(config, storage)
+    return 0
+
+
+def _partitions(args: argparse.Namespace) -> int:
+    from fltest.backends.flwr_deployment.node_data import export_partition
+    from fltest.config import load_config
+    from fltest.runner import prepare
+
+    shards = prepare(load_config(args.config))
+    out = Path(args.out)
+    for partition_id in range(shards.num_clients):
+        export_partition(shards, partition_id, out / f"partition-{partition_id}")
+    print(f"{out}: partition-0 .. partition-{shards.num_clients - 1} of shard set {shards.key}")
     return 0
 
 
@@ -73,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--storage", choices=["mmap", "memory"], help="only this shard variant")
     prepare.set_defaults(handler=_prepare)
 
+    partitions = sub.add_parser("partitions", help="export one folder per client for Flower SuperNodes (mode: deployment)")
+    partitions.add_argument("config")
+    partitions.add_argument("--out", required=True, help="folder that receives partition-<i>/ (replaced if present)")
+    partitions.set_defaults(handler=_partitions)
+
     run = sub.add_parser("run", help="run every run of a config and compare them")
     run.add_argument("config")
     run.add_argument("--results-dir", help="results root (default: the config's output.dir)")
@@ -85,20 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: returns 0 on success, 1 when a run failed, 2 on bad input."""
-    args = build_parser().parse_args(argv)
+def _logging(args: argparse.Namespace) -> None:
+    """Libraries log warnings only; fltest's own progress lines are shown (debug with ``-v``)."""
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,  # libraries: warnings only
+        level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s" if args.verbose else "%(message)s",
         stream=sys.stderr,
     )
-    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)  # fltest's own progress lines
-    try:
-        return args.handler(args)
-    except FLTestError as exc:
-        print(f"fltest: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: returns 0 on success, 1 when a run failed, 2 on bad input."""
+    return run_command(build_parser(), argv, setup=_logging)
 
 
 if __name__ == "__main__":

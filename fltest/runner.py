@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from fltest.backends import Backend, RunJob, get_backend
-from fltest.config.schema import ExperimentConfig
+from fltest.backends import Backend, RunJob, backend_for
+from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError
 from fltest.fedavg import evaluate_global
@@ -39,18 +39,18 @@ def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
 
 
 def run_experiment(
-    config: ExperimentConfig, results_dir: Path, backend_for: Callable[[str], Backend] = get_backend
+    config: ExperimentConfig, results_dir: Path, backend_of: Callable[[RunConfig], Backend] = backend_for
 ) -> dict[str, Any]:
     """Run every run of ``config``; returns the comparison (see ``comparison.json``).
 
-    ``backend_for`` maps a framework name to its backend (benchmarks swap one in).
+    ``backend_of`` gives a run its backend (benchmarks swap one in).
 
     Every run is checked and the shards prepared before anything is written, so a
     bad input leaves no results folder behind.
     """
     backends = {}
     for run in config.runs:
-        backend = backend_for(run.framework)
+        backend = backend_of(run)
         backend.check(config, run)
         backends[run.name] = backend
     storages = {name: backend.storage(config) for name, backend in backends.items()}

@@ -128,3 +128,34 @@ def test_a_hub_dataset_that_cannot_load_is_exit_2(write_config, tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("fltest: error: dataset.name: cannot load 'no-such-org/no-such-dataset'")
     assert not (tmp_path / "results").exists()
+
+
+def test_partitions_exports_each_clients_shard_for_its_supernode(write_config, tmp_path):
+    import numpy as np
+
+    from fltest.backends.flwr_deployment.node_data import NodeShard
+    from fltest.config import load_config
+    from fltest.runner import prepare
+
+    config = base_config()
+    config["clients"] = 3
+    path = write_config(config)
+    out = tmp_path / "partitions"
+    result = fltest("partitions", str(path), "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["partition-0", "partition-1", "partition-2"]
+    shards = prepare(load_config(path))
+    for partition_id in range(3):
+        features, labels = NodeShard(out / f"partition-{partition_id}", shards.key, 3)(partition_id)
+        expected_x, expected_y = shards.client_arrays(partition_id)
+        assert np.array_equal(features, expected_x) and np.array_equal(labels, expected_y)
+
+
+def test_partitions_of_a_bad_config_is_exit_2_and_writes_nothing(write_config, tmp_path):
+    config = base_config()
+    config["clients"] = 0
+    out = tmp_path / "partitions"
+    result = fltest("partitions", str(write_config(config)), "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("fltest: error: ") and "clients" in result.stderr
+    assert not out.exists()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fltest.backends.base import Backend, RunJob
-from fltest.errors import BackendUnavailable
+from fltest.config.schema import RunConfig
+from fltest.errors import BackendUnavailable, InputError
 
 NVFLARE_INSTALL = "pip install 'fltest[nvflare]'"
 
@@ -35,4 +36,17 @@ def get_backend(framework: str) -> Backend:
     raise BackendUnavailable(f"framework {framework!r} is not available in this version of fltest")
 
 
-__all__ = ["Backend", "RunJob", "get_backend"]
+def backend_for(run: RunConfig) -> Backend:
+    """The backend of one run: its framework and, for flwr, its ``mode`` (simulation or deployment)."""
+    if run.framework == "flwr":
+        mode = run.options.get("mode", "simulation")
+        if mode == "deployment":
+            from fltest.backends.flwr_deployment import FlwrDeploymentBackend
+
+            return FlwrDeploymentBackend()
+        if mode != "simulation":
+            raise InputError(f"runs.{run.name}.options.mode: {mode!r}: expected 'simulation' or 'deployment'")
+    return get_backend(run.framework)
+
+
+__all__ = ["Backend", "RunJob", "backend_for", "get_backend"]

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conformance import assert_conforms
 
 pytestmark = pytest.mark.ansible
 
@@ -72,6 +75,15 @@ def recap(output: str) -> dict[str, dict[str, int]]:
     return rows
 
 
+def sshd_answers(ip: str) -> bool:
+    """Whether an SSH server greets on ``ip``:22."""
+    try:
+        with socket.create_connection((ip, 22), timeout=2) as connection:
+            return connection.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
 def engine_answers() -> bool:
     try:
         return docker("version", "--format", "{{.Server.Version}}", check=False).returncode == 0
@@ -81,11 +93,10 @@ def engine_answers() -> bool:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, fltest_image):
-    """Two emulated nodes reachable over SSH, an inventory for them, torn down afterwards."""
+    """Two emulated nodes reachable over SSH (Debian with no Docker yet), an inventory for them, torn down afterwards."""
     if not engine_answers():
         pytest.skip("no Docker engine answers (docker version failed)")
-    if docker("image", "inspect", NODE_IMAGE, check=False).returncode != 0:
-        docker("build", "-t", NODE_IMAGE, str(REPO / "images" / "node"))
+    docker("build", "-t", NODE_IMAGE, str(REPO / "images" / "node"))  # cached layers: seconds when unchanged
     tmp = tmp_path_factory.mktemp("ansible-lab")
     os.chmod(tmp, 0o700)
     key = tmp / "id_ed25519"
@@ -103,16 +114,13 @@ def lab(tmp_path_factory, fltest_image):
         inventory = {"all": {
             "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": str(key),
                      "ansible_ssh_common_args": f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={tmp / 'known_hosts'}",
-                     "fltest_image": TEST_IMAGE, "fltest_controller_dir": str(tmp / "controller"),
-                     "fltest_docker_install": False, "fltest_docker_manage_service": False},
+                     "fltest_image": TEST_IMAGE, "fltest_controller_dir": str(tmp / "controller")},
             "children": {"ray_head": {"hosts": {head: {"ansible_host": NODES[head], "cluster_ip": NODES[head], "ray_num_cpus": 1}}},
                          "ray_workers": {"hosts": {worker: {"ansible_host": NODES[worker], "cluster_ip": NODES[worker], "ray_num_cpus": 1}}}},
         }}  # fmt: skip
         (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # sshd up and the node's dockerd answering
-            if all(docker("exec", f"fltest-ansible-{n}", "docker", "info", check=False).returncode == 0 for n in NODES):
-                break
+        while time.monotonic() < deadline and not all(sshd_answers(ip) for ip in NODES.values()):
             time.sleep(1)
         yield tmp
     finally:
@@ -139,6 +147,11 @@ def playbook(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
                           cwd=ANSIBLE, capture_output=True, text=True, env=ansible_env(tmp))  # fmt: skip
 
 
+def run_yml(tmp: Path, config: Path, results: Path) -> subprocess.CompletedProcess:
+    """run.yml with ``config``, its results fetched into ``results``."""
+    return playbook(tmp, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}")
+
+
 def experiment(folder: Path) -> Path:
     folder.mkdir()
     (folder / "digits_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
@@ -151,13 +164,29 @@ def experiment(folder: Path) -> Path:
     return path
 
 
+def node_state(name: str) -> tuple[bool, bool]:
+    """Whether an emulated node has the docker CLI, and whether /etc/fltest exists there."""
+    has = [docker("exec", f"fltest-ansible-{name}", "test", "-e", path, check=False).returncode == 0 for path in ("/usr/bin/docker", "/etc/fltest")]
+    return has[0], has[1]
+
+
 def test_end_to_end(lab):
     timings = {}
+    start = time.monotonic()
+    fresh = playbook(lab, "cluster.yml", "--check")  # nodes with nothing deployed yet
+    timings["cluster.yml --check (fresh nodes)"] = time.monotonic() - start
+    assert fresh.returncode == 0, fresh.stdout[-6000:] + fresh.stderr[-3000:]
+    assert all(node_state(name) == (False, False) for name in NODES), "--check changed a node"
+
     start = time.monotonic()
     first = playbook(lab, "cluster.yml")
     timings["cluster.yml (first)"] = time.monotonic() - start
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in first.stdout
+    for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
+        installed = docker("exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io").stdout
+        assert installed == "install ok installed", (name, installed)
+        assert "Docker is running" in docker("exec", f"fltest-ansible-{name}", "service", "docker", "status").stdout
     assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in recap(first.stdout).values())
     token = docker("exec", "fltest-ansible-e2e-head", "stat", "-c", "%a %u", "/etc/fltest/ray_token").stdout.split()
     assert token == ["600", "10001"]
@@ -170,6 +199,12 @@ def test_end_to_end(lab):
     rows = recap(second.stdout)
     assert set(rows) >= set(NODES) and all(row["changed"] == 0 for row in rows.values()), second.stdout[-6000:]
 
+    for host in reversed(list(NODES)):  # a play limited to one node finds the others in the inventory
+        limited = playbook(lab, "cluster.yml", "--limit", host)
+        assert limited.returncode == 0, (host, limited.stdout[-6000:])
+        assert recap(limited.stdout)[host]["changed"] == 0, (host, limited.stdout[-6000:])
+    assert "Ray cluster ready: 2 nodes, 2 CPUs" in limited.stdout  # --limit e2e-worker skips the wait; e2e-head ran it
+
     start = time.monotonic()
     check = playbook(lab, "cluster.yml", "--check")
     timings["cluster.yml --check"] = time.monotonic() - start
@@ -178,7 +213,7 @@ def test_end_to_end(lab):
     config = experiment(lab / "experiment")
     results = lab / "results"
     start = time.monotonic()
-    run = playbook(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}")
+    run = run_yml(lab, config, results)
     timings["run.yml"] = time.monotonic() - start
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
     summary = results / "ansible-e2e"
@@ -192,30 +227,81 @@ def test_end_to_end(lab):
     print("timings:", json.dumps({k: round(v, 1) for k, v in timings.items()}))
 
 
-def test_flower_superlink_and_supernode(lab):
-    """The SuperLink on the head node, a SuperNode on the worker: its key made on the node, registered, online."""
+def flower_experiment(folder: Path, superlink: str, ca: Path) -> Path:
+    folder.mkdir()
+    config = yaml.safe_load((REPO / "examples" / "digits.yaml").read_text())
+    config.pop("hooks")
+    config.update(name="ansible-flower", clients=len(NODES))
+    config["training"].update(rounds=2, local_epochs=1, round_timeout_s=60)
+    config["output"] = {"save_round_models": True}
+    options = {"mode": "deployment", "superlink": superlink, "root_certificates": str(ca)}
+    config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr", "options": options}]
+    path = folder / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def online_supernodes(controller: Path) -> list[dict]:
+    """The SuperNodes the SuperLink lists, through the controller's flwr connection."""
+    env = {**os.environ, "FLWR_HOME": str(controller / "flower" / "flwr-home")}
+    listed = subprocess.run([str(BIN / "flwr"), "supernode", "list", "fltest", "--format", "json"], capture_output=True, text=True, env=env)
+    return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
+
+
+def test_flower_experiment_on_supernodes(lab):
+    """The SuperLink on the head node, a SuperNode on each node: keys made on the nodes, registered,
+    online; run.yml ships each node its partition and the Flower run matches the reference."""
     inventory = yaml.safe_load((lab / "hosts.yml").read_text())
     head, worker = NODES
-    inventory["all"]["children"].update(superlink={"hosts": {head: {}}}, supernodes={"hosts": {worker: {"supernode_partition_id": 0}}})
+    inventory["all"]["children"].update(superlink={"hosts": {head: {}}},
+                                        supernodes={"hosts": {head: {"supernode_partition_id": 0}, worker: {"supernode_partition_id": 1}}})  # fmt: skip
     (lab / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    timings = {}
     start = time.monotonic()
     first = playbook(lab, "cluster.yml")
-    elapsed = time.monotonic() - start
+    timings["cluster.yml with Flower (first)"] = time.monotonic() - start
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     controller = lab / "controller"
     assert not any(p.name == "id_ecdsa" for p in controller.rglob("*")), "a private key reached the controller"
-    assert (controller / "flower" / "supernodes" / f"{worker}.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
-    mode = docker("exec", f"fltest-ansible-{worker}", "stat", "-c", "%a %u", "/etc/fltest/flower/supernode/id_ecdsa").stdout.split()
-    assert mode == ["600", "10001"]
-    env = {**os.environ, "FLWR_HOME": str(controller / "flower" / "flwr-home")}
-    deadline, nodes = time.monotonic() + 60, []
+    for name in NODES:
+        assert (controller / "flower" / "supernodes" / f"{name}.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
+        mode = docker("exec", f"fltest-ansible-{name}", "stat", "-c", "%a %u", "/etc/fltest/flower/supernode/id_ecdsa").stdout.split()
+        assert mode == ["600", "10001"]
+        mounts = json.loads(docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{json .Mounts}}", "fltest-supernode").stdout)
+        assert {m["Destination"]: m["RW"] for m in mounts} == {"/run/secrets/supernode": False, "/run/secrets/tls/ca.crt": False,
+                                                              "/var/lib/fltest/partitions": False}  # fmt: skip
+    deadline, nodes = time.monotonic() + 90, []
     while time.monotonic() < deadline:
-        listed = subprocess.run([str(BIN / "flwr"), "supernode", "list", "fltest", "--format", "json"], capture_output=True, text=True, env=env)
-        nodes = json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
-        if any(n.get("status") == "online" for n in nodes):
+        nodes = online_supernodes(controller)
+        if len(nodes) == len(NODES) and all(n.get("status") == "online" for n in nodes):
             break
         time.sleep(2)
-    assert [n["status"] for n in nodes] == ["online"], (nodes, listed.stdout[-2000:], listed.stderr[-2000:])
+    assert [n["status"] for n in nodes] == ["online"] * len(NODES), nodes
     again = playbook(lab, "cluster.yml")
     assert again.returncode == 0 and all(r["changed"] == 0 for r in recap(again.stdout).values()), again.stdout[-6000:]
-    print(f"timings: cluster.yml with Flower (first) {elapsed:.1f} s")
+
+    config = flower_experiment(lab / "flower-experiment", f"{NODES[head]}:8000", controller / "flower" / "tls" / "ca.crt")
+    results = lab / "flower-results"
+    start = time.monotonic()
+    run = run_yml(lab, config, results)
+    timings["run.yml (Flower deployment)"] = time.monotonic() - start
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
+    experiment_dir = results / "ansible-flower"
+    summary = json.loads((experiment_dir / "flower" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["rounds_completed"] == 2, summary
+    assert sorted(summary["client_hosts"]) == sorted(NODES)  # each partition trained on its own node
+    assert_conforms(experiment_dir, "flower", 2)
+    for name in NODES:
+        link = docker("exec", f"fltest-ansible-{name}", "readlink", "/var/lib/fltest/flower/partitions/current").stdout.strip()
+        assert re.fullmatch(r"[0-9a-f]{8,}", link), (name, link)
+
+    rerun = run_yml(lab, config, results)
+    assert rerun.returncode == 0, rerun.stdout[-8000:]
+    assert recap(rerun.stdout)[worker]["changed"] == 0, rerun.stdout[-6000:]  # its partition is already there
+
+    mixed = yaml.safe_load(config.read_text())
+    mixed["runs"].append({"name": "simulation", "framework": "flwr"})
+    config.write_text(yaml.safe_dump(mixed))
+    refused = run_yml(lab, config, results)
+    assert refused.returncode != 0 and "split them into two configs" in refused.stdout, refused.stdout[-4000:]
+    print("timings:", json.dumps({k: round(v, 1) for k, v in timings.items()}))

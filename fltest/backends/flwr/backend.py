@@ -17,7 +17,6 @@ from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import Storage
-from fltest.errors import InputError
 from fltest.fedavg import evaluate_global
 from fltest.hooks import load_hooks
 
@@ -66,26 +65,6 @@ class FlwrBackend(Backend):
     framework = "flwr"
     known_options = frozenset({"mode"})
 
-    @staticmethod
-    def _deployment(run: RunConfig) -> Backend | None:
-        """The deployment backend for ``mode: deployment``, ``None`` for a simulation (the default)."""
-        mode = run.options.get("mode", "simulation")
-        if mode == "simulation":
-            return None
-        if mode == "deployment":
-            from fltest.backends.flwr_deployment import FlwrDeploymentBackend
-
-            return FlwrDeploymentBackend()
-        raise InputError(f"runs.{run.name}.options.mode: {mode!r}: expected 'simulation' or 'deployment'")
-
-    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
-        """A simulation takes only ``mode``; a deployment run is checked by the deployment backend."""
-        deployment = self._deployment(run)
-        if deployment is not None:
-            deployment.check(config, run)
-        else:
-            super().check(config, run)
-
     def storage(self, config: ExperimentConfig) -> Storage:
         """In-memory shards on a joined cluster (they travel), memory-mapped ones on a private Ray."""
         return "memory" if cluster_address() else "mmap"
@@ -97,11 +76,7 @@ class FlwrBackend(Backend):
         return ObjectStoreShards(refs)
 
     def run(self, job: RunJob) -> None:
-        """Start the simulation (or submit the deployment run) and block until it ends; a client error fails the run."""
-        deployment = self._deployment(job.run)
-        if deployment is not None:
-            deployment.run(job)
-            return
+        """Start the simulation and block until it ends; a client error fails the run."""
         config = job.config
         address = cluster_address()
         client_resources = {"num_cpus": 1, "num_gpus": config.total_gpus / config.total_cpus if config.total_gpus else 0.0}

@@ -34,6 +34,11 @@ def _option(run: RunConfig, name: str) -> str:
     return value
 
 
+def _root_certificates(run: RunConfig) -> Path:
+    """The CA file the SuperLink's certificate is checked against (``~`` expanded)."""
+    return Path(_option(run, "root_certificates")).expanduser()
+
+
 class FlwrDeploymentBackend(Backend):
     """Flower 1.42 deployment: a SuperLink at ``superlink`` (TLS) and the SuperNodes connected to it."""
 
@@ -48,7 +53,7 @@ class FlwrDeploymentBackend(Backend):
         address = _option(run, "superlink")
         if not _ADDRESS.match(address):
             raise InputError(f"runs.{run.name}.options.superlink: {address!r}: expected <host>:<port>")
-        ca = Path(_option(run, "root_certificates"))
+        ca = _root_certificates(run)
         if not ca.is_file():
             raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
         if config.hooks:
@@ -60,7 +65,7 @@ class FlwrDeploymentBackend(Backend):
         deadline = SETUP_TIMEOUT_S + training.rounds * training.round_timeout_s
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
             home = Path(tmp) / "flwr-home"
-            write_connection(home, str(options["superlink"]), Path(str(options["root_certificates"])))
+            write_connection(home, str(options["superlink"]), _root_certificates(job.run))
             app = write_app_dir(Path(tmp) / "app", job.config, job.shards)
             try:
                 run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=SETUP_TIMEOUT_S)["run-id"])

@@ -1,0 +1,61 @@
+"""Choosing a flwr run's backend by its ``mode``, and the deployment mode's input checks (no SuperLink needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fltest.backends import backend_for
+from fltest.backends.flwr import FlwrBackend
+from fltest.backends.flwr_deployment import FlwrDeploymentBackend
+from fltest.config.schema import RunConfig
+from tests.conftest import base_config
+
+
+def test_mode_selects_the_backend():
+    assert type(backend_for(RunConfig(name="a", framework="flwr"))) is FlwrBackend
+    assert type(backend_for(RunConfig(name="a", framework="flwr", options={"mode": "simulation"}))) is FlwrBackend
+    assert type(backend_for(RunConfig(name="a", framework="flwr", options={"mode": "deployment"}))) is FlwrDeploymentBackend
+
+
+def _validate(write_config, tmp_path, options: dict, hooks: bool = False) -> subprocess.CompletedProcess:
+    config = base_config()
+    if not hooks:
+        config.pop("hooks")
+    config["runs"] = [{"name": "flower", "framework": "flwr", "options": options}]
+    path = write_config(config)
+    return subprocess.run([sys.executable, "-m", "fltest.cli", "validate", str(path)], cwd=tmp_path, capture_output=True, text=True)
+
+
+@pytest.fixture
+def ca_file(tmp_path):
+    path = tmp_path / "ca.crt"
+    path.write_text("not checked before the run\n")
+    return path
+
+
+def test_a_deployment_run_with_its_superlink_and_ca_is_valid(write_config, tmp_path, ca_file):
+    result = _validate(write_config, tmp_path, {"mode": "deployment", "superlink": "10.0.0.1:8000", "root_certificates": str(ca_file)})
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "options, hooks, message",
+    [
+        ({"mode": "swarm"}, False, "runs.flower.options.mode: 'swarm': expected 'simulation' or 'deployment'"),
+        ({"mode": "deployment", "root_certificates": "CA"}, False, "runs.flower.options.superlink: required with mode deployment"),
+        ({"mode": "deployment", "superlink": "no port", "root_certificates": "CA"}, False, "runs.flower.options.superlink: 'no port'"),
+        ({"mode": "deployment", "superlink": "h:1"}, False, "runs.flower.options.root_certificates: required"),
+        ({"mode": "deployment", "superlink": "h:1", "root_certificates": "missing.crt"}, False, "missing.crt: no such file"),
+        ({"mode": "deployment", "superlink": "h:1", "root_certificates": "CA"}, True, "hooks: not supported with mode deployment"),
+        ({"mode": "simulation", "superlink": "h:1"}, False, "runs.flower.options.superlink: unknown option for flwr (known: mode)"),
+    ],
+)
+def test_bad_flwr_options_are_one_line_and_exit_2(write_config, tmp_path, ca_file, options, hooks, message):
+    options = {k: (str(ca_file) if v == "CA" else v) for k, v in options.items()}
+    result = _validate(write_config, tmp_path, options, hooks)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fltest: error: ") and message in lines[0], lines
