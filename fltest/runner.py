@@ -60,7 +60,7 @@ def run_experiment(
     initial = init_params(config.model, any_shards.num_features, any_shards.num_classes, config.seed)
     initial_metrics = evaluate_global(initial, *any_shards.test_arrays(), hooks)
 
-    experiment_dir = Path(results_dir) / config.name
+    experiment_dir = Path(results_dir).absolute() / config.name  # other processes write here too
     experiment_dir.mkdir(parents=True, exist_ok=True)
     (experiment_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     summaries = []

@@ -32,8 +32,12 @@ _LABEL = "y"
 
 
 def cache_root() -> Path:
-    """The folder that holds every shard set: under the Hugging Face datasets cache."""
-    return Path(datasets.config.HF_DATASETS_CACHE) / "fltest-shards"
+    """The folder that holds every shard set: under the Hugging Face datasets cache, as an absolute path.
+
+    Shard sets are read by other processes (NVFlare clients, Ray workers) in other working
+    folders, so a relative ``HF_HOME`` is taken against this process's working folder.
+    """
+    return Path(datasets.config.HF_DATASETS_CACHE).absolute() / "fltest-shards"
 
 
 def cache_key(config: ExperimentConfig, storage: Storage) -> str:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 
 import ray
 
+from fltest.backends.pythonpath import driver_pythonpath
 from fltest.backends.ray_address import ADDRESS_VARIABLE
 from fltest.data.shards import ShardSet, dataset_arrays
 from fltest.errors import InputError, RunFailed
@@ -30,7 +29,7 @@ def _check_reachable(address: str) -> None:
 def join_cluster(address: str) -> None:
     """Connect this driver to the cluster, shipping the driver's ``sys.path`` to every worker."""
     _check_reachable(address)
-    runtime_env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}}
+    runtime_env = {"env_vars": {"PYTHONPATH": driver_pythonpath()}}
     try:
         ray.init(address=address, runtime_env=runtime_env, logging_level="WARNING", log_to_driver=True)
     except Exception as exc:  # Ray raises RuntimeError, ConnectionError, ... for a cluster it cannot use

@@ -17,6 +17,8 @@ from types import TracebackType
 
 import psutil
 
+from fltest.backends.pythonpath import driver_pythonpath
+
 SIMULATOR_MODULE = "nvflare.private.fed.app.simulator.simulator"
 STOP_GRACE_S = 5.0
 # An error line of the simulator's concise log (``<time> - ERROR - <message>``) or a traceback's last line.
@@ -116,7 +118,7 @@ class SimulatorProcess:
 def simulator_environment(tmp: Path, spec_path: Path, spec_variable: str) -> dict[str, str]:
     """The simulator's environment: this driver's ``sys.path`` (fltest, hooks), a private ``TMPDIR``, the spec."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONPATH"] = driver_pythonpath()
     env["TMPDIR"] = str(tmp)
     env[spec_variable] = str(spec_path)
     return env

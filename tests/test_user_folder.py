@@ -1,0 +1,80 @@
+"""The ``fltest`` command as a user runs it: from the folder that holds the config, with relative paths.
+
+The working folder holds ``exp.yaml``, its hooks module and a ``save_to_disk`` dataset under
+``data/``; the config names them by relative paths, ``output.dir`` is left at its default
+(``results``) and even ``HF_HOME`` is relative. Every backend must then see the same files,
+although the NVFlare simulator and Ray workers run in processes (and folders) of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.conftest import REPO, base_config
+
+FLTEST = str(Path(sys.executable).with_name("fltest"))  # the console script, as a user types it
+TOLERANCE = 1e-9
+
+
+def _user_folder(folder: Path, runs: list[dict]) -> Path:
+    """A working folder as a user lays it out; returns the config's path (relative to ``folder``)."""
+    import datasets
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    datasets.Dataset.from_dict(
+        {"pixels": digits.images.astype(np.uint8), "digit": digits.target.astype(np.int64)}
+    ).save_to_disk(str(folder / "data"))
+    (folder / "my_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
+    config = base_config()
+    config.update(
+        name="user-folder",
+        clients=4,
+        hooks="my_hooks",
+        runs=runs,
+        dataset={"source": "disk", "path": "data", "features": ["pixels"], "label": "digit", "scale": 16.0},
+    )
+    config["training"].update(rounds=2, local_epochs=1)
+    config.pop("output", None)  # the default: results/, relative to the working folder
+    (folder / "exp.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return Path("exp.yaml")
+
+
+def _run_in(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """``fltest <args>`` with ``folder`` as the working folder and a relative ``HF_HOME`` there."""
+    env = {**os.environ, "HF_HOME": "hf-home", "HF_HUB_OFFLINE": "1"}
+    env.pop("FLTEST_RAY_ADDRESS", None)
+    return subprocess.run([FLTEST, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+
+
+REFERENCE = {"name": "reference", "framework": "reference"}
+BACKENDS = [
+    pytest.param({"name": "reference-again", "framework": "reference"}, id="reference"),
+    pytest.param({"name": "flwr", "framework": "flwr"}, id="flwr", marks=pytest.mark.ray),
+    pytest.param({"name": "nvflare", "framework": "nvflare"}, id="nvflare", marks=pytest.mark.nvflare),
+]
+
+
+@pytest.mark.parametrize("run", BACKENDS)
+def test_run_from_the_config_folder_with_relative_paths(tmp_path, run):
+    config = _user_folder(tmp_path, [REFERENCE, run])
+    result = _run_in(tmp_path, "run", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    experiment = tmp_path / "results" / "user-folder"  # the default output folder, under the working folder
+    summary = json.loads((experiment / run["name"] / "summary.json").read_text())
+    assert summary["status"] == "completed", summary["error"]
+    assert summary["rounds_completed"] == 2
+    assert "macro_f1" in summary["final"]  # the hooks module beside the config was imported
+    comparison = json.loads((experiment / "comparison.json").read_text())
+    row = next(r for r in comparison["runs"] if r["run"] == run["name"])
+    assert row["max_param_diff_vs_reference"] <= TOLERANCE
+    assert (tmp_path / "hf-home" / "datasets" / "fltest-shards").is_dir()  # the relative HF_HOME, resolved here
+    assert not (tmp_path / "results" / "user-folder" / run["name"] / "nvflare").exists()  # workspace removed
