@@ -20,8 +20,11 @@ Hooks must be deterministic for the backends to agree with the reference backend
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -40,14 +43,36 @@ class Hooks:
     evaluate_metrics: Callable[[np.ndarray, np.ndarray], Metrics] | None = None
 
 
+def _import_failure(module_name: str, exc: BaseException) -> InputError:
+    """One line for a hooks module that raised while being imported: its file and line, and the error."""
+    if isinstance(exc, SyntaxError):
+        where, error = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
+    else:
+        spec = importlib.util.find_spec(module_name)
+        frames = traceback.extract_tb(exc.__traceback__)
+        own = [f for f in frames if spec is not None and f.filename == spec.origin] or frames
+        where = f"{own[-1].filename}, line {own[-1].lineno}"
+        error = "".join(traceback.format_exception_only(exc)).strip().splitlines()[-1]
+    return InputError(f"hooks: module {module_name!r} failed to import: {where}: {error}")
+
+
+def _import_module(module_name: str) -> ModuleType:
+    """Import the user's hooks module; whatever it does wrong on import becomes one :class:`InputError`."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise InputError(f"hooks: no module {module_name!r} beside the config or on sys.path") from None
+        raise _import_failure(module_name, exc) from None
+    except (Exception, SystemExit) as exc:  # the user's code may raise anything, even exit
+        raise _import_failure(module_name, exc) from None
+
+
 def load_hooks(module_name: str | None) -> Hooks:
     """Import ``module_name`` and collect the hook functions it defines."""
     if module_name is None:
         return Hooks()
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InputError(f"hooks: cannot import module {module_name!r}: {exc}") from None
+    module = _import_module(module_name)
     found = {}
     for name in Hooks.__dataclass_fields__:
         function = getattr(module, name, None)

@@ -38,7 +38,7 @@ BAD = [
     ("hub without name", "dataset.source", "hub", "dataset.name"),
     ("fraction above 1", "training.fraction_fit", 1.5, "training.fraction_fit"),
     ("missing disk folder", "dataset", {"source": "disk", "path": "nowhere"}, "dataset.path: folder not found"),
-    ("hooks not importable", "hooks", "no_such_hooks_module", "hooks: cannot import module"),
+    ("hooks not importable", "hooks", "no_such_hooks_module", "hooks: no module 'no_such_hooks_module' beside the config or on sys.path"),
     ("mlp without layers", "model", {"type": "mlp"}, "model.hidden"),
     ("bad run name", "runs", [{"name": "a/b", "framework": "reference"}], "runs.0.name"),
 ]

@@ -78,3 +78,38 @@ def test_run_from_the_config_folder_with_relative_paths(tmp_path, run):
     assert row["max_param_diff_vs_reference"] <= TOLERANCE
     assert (tmp_path / "hf-home" / "datasets" / "fltest-shards").is_dir()  # the relative HF_HOME, resolved here
     assert not (tmp_path / "results" / "user-folder" / run["name"] / "nvflare").exists()  # workspace removed
+
+
+BROKEN_HOOKS = {
+    "syntax error": ("def after_local_training(partition_id, server_round, old, new):\n    return {\n", 2, "SyntaxError"),
+    "raises on import": ("import numpy\n\nTHRESHOLD = 1 / 0\n", 3, "ZeroDivisionError: division by zero"),
+    "imports a missing package": ("import no_such_package_here\n", 1, "ModuleNotFoundError: No module named 'no_such_package_here'"),
+    "exits on import": ("import sys\nsys.exit(3)\n", 2, "SystemExit: 3"),
+}
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize("case", sorted(BROKEN_HOOKS))
+def test_hooks_that_fail_on_import_are_one_line_and_exit_2(tmp_path, command, case):
+    body, line, error = BROKEN_HOOKS[case]
+    config = _user_folder(tmp_path, [REFERENCE])
+    (tmp_path / "my_hooks.py").write_text(body)
+    result = _run_in(tmp_path, command, str(config))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # no traceback above it
+    assert lines[0].startswith("fltest: error: exp.yaml: hooks: module 'my_hooks' failed to import: ")
+    assert f"{tmp_path / 'my_hooks.py'}, line {line}: {error}" in lines[0]
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_hooks_module_that_does_not_exist_is_one_line(tmp_path, command):
+    config = _user_folder(tmp_path, [REFERENCE])
+    (tmp_path / "my_hooks.py").unlink()
+    result = _run_in(tmp_path, command, str(config))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "fltest: error: exp.yaml: hooks: no module 'my_hooks' beside the config or on sys.path"
+    )
+    assert not (tmp_path / "results").exists()
