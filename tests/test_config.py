@@ -40,6 +40,12 @@ BAD = [
     ("missing disk folder", "dataset", {"source": "disk", "path": "nowhere"}, "dataset.path: folder not found"),
     ("hooks not importable", "hooks", "no_such_hooks_module", "hooks: no module 'no_such_hooks_module' beside the config or on sys.path"),
     ("mlp without layers", "model", {"type": "mlp"}, "model.hidden"),
+    ("digits feature column missing", "dataset.features", ["img"], "dataset.features: column 'img' not in the dataset (columns: image, label)"),
+    ("digits label column missing", "dataset.label", "target", "dataset.label: column 'target' not in the dataset"),
+    ("dirichlet that cannot be drawn", "partition", {"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 100},
+     "partition.alpha: Dirichlet(0.01) left a client with fewer than 100 samples"),
+    ("label shards that cannot be drawn", "partition", {"method": "shards", "shards_per_client": 200},
+     "partition.shards_per_client: 2000 shards need at least as many training samples, there are 1438"),
     ("bad run name", "runs", [{"name": "a/b", "framework": "reference"}], "runs.0.name"),
 ]
 

@@ -113,3 +113,28 @@ def test_a_hooks_module_that_does_not_exist_is_one_line(tmp_path, command):
         "fltest: error: exp.yaml: hooks: no module 'my_hooks' beside the config or on sys.path"
     )
     assert not (tmp_path / "results").exists()
+
+
+DISK_COLUMN_PROBLEMS = {
+    "missing feature column": ({"features": ["image"]}, "dataset.features: column 'image' not in the dataset (columns: pixels, digit, score, name)"),
+    "missing label column": ({"label": "label"}, "dataset.label: column 'label' not in the dataset (columns: pixels, digit, score, name)"),
+    "float labels": ({"label": "score"}, "dataset.label: column 'score' holds Value('float64'), not integer class labels"),
+    "text features": ({"features": ["pixels", "name"]}, "dataset.features: column 'name' holds text, not numbers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DISK_COLUMN_PROBLEMS))
+def test_validate_checks_the_columns_of_a_disk_dataset(tmp_path, case):
+    import datasets
+
+    change, expected = DISK_COLUMN_PROBLEMS[case]
+    config_path = _user_folder(tmp_path, [REFERENCE])
+    data = datasets.load_from_disk(str(tmp_path / "data"))
+    data = data.add_column("score", [0.5] * len(data)).add_column("name", ["x"] * len(data))
+    data.save_to_disk(str(tmp_path / "data2"))
+    config = yaml.safe_load((tmp_path / config_path).read_text())
+    config["dataset"].update(path="data2", **change)
+    (tmp_path / config_path).write_text(yaml.safe_dump(config))
+    result = _run_in(tmp_path, "validate", str(config_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"fltest: error: exp.yaml: {expected}"

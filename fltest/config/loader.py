@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.sources import num_samples_known_locally, split_sizes
+from fltest.data.split import check_local_data
 from fltest.errors import InputError
 from fltest.hooks import load_hooks
 
@@ -68,24 +68,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         sys.path.insert(0, str(config_dir))
     try:
         load_hooks(config.hooks)
-        _check_sample_counts(config)
+        check_local_data(config)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     return config
-
-
-def _check_sample_counts(config: ExperimentConfig) -> None:
-    """Refuse more clients (or label shards) than training samples, where the size is known locally."""
-    num_samples = num_samples_known_locally(config.dataset)
-    if num_samples is None:
-        return
-    num_train, _ = split_sizes(num_samples, config.dataset)
-    if num_train < 1:
-        raise InputError(f"dataset.test_fraction: leaves no training samples out of {num_samples}")
-    if config.clients > num_train:
-        raise InputError(f"clients: {config.clients} clients but only {num_train} training samples")
-    if config.partition.method == "shards" and config.clients * config.partition.shards_per_client > num_train:
-        raise InputError(
-            f"partition.shards_per_client: {config.clients * config.partition.shards_per_client} shards "
-            f"need at least as many training samples, there are {num_train}"
-        )

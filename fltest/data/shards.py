@@ -21,9 +21,8 @@ import datasets
 import numpy as np
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.partition import partition
-from fltest.data.sources import load_source, source_fingerprint, split_sizes, to_arrays
-from fltest.errors import InputError
+from fltest.data.sources import load_source, source_fingerprint, to_arrays
+from fltest.data.split import split_indices
 
 Storage = Literal["mmap", "memory"]
 FORMAT_VERSION = 1
@@ -99,14 +98,8 @@ def _split(config: ExperimentConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """Load the source, hold out the test split and partition the rest; all seeded."""
     source = load_source(config.dataset)
     features, labels = to_arrays(source, config.dataset.features, config.dataset.label, config.dataset.scale)
-    rng = np.random.default_rng([config.seed, 0])
-    num_train, num_test = split_sizes(len(labels), config.dataset)
-    if num_train < 1:
-        raise InputError(f"dataset.test_fraction: leaves no training samples out of {len(labels)}")
-    order = rng.permutation(len(labels))[: num_train + num_test]
-    test_idx, train_idx = np.sort(order[:num_test]), np.sort(order[num_test:])
-    parts = partition(labels[train_idx], config.clients, config.partition, rng)
-    return features[train_idx], labels[train_idx], features[test_idx], labels[test_idx], parts
+    train_rows, test_rows, parts = split_indices(labels, config)
+    return features[train_rows], labels[train_rows], features[test_rows], labels[test_rows], parts
 
 
 def _save(folder: Path, features: np.ndarray, labels: np.ndarray) -> None:

@@ -45,13 +45,38 @@ def load_source(config: DatasetConfig) -> datasets.Dataset:
                 )
             loaded = loaded[config.split]
         dataset = loaded
-    missing = [c for c in [*config.features, config.label] if c not in dataset.column_names]
-    if missing:
-        raise InputError(
-            f"dataset.features/label: column {missing[0]!r} not in the dataset "
-            f"(columns: {', '.join(dataset.column_names)})"
-        )
+    _check_columns(dataset, config)
     return dataset
+
+
+def _check_columns(dataset: datasets.Dataset, config: DatasetConfig) -> None:
+    """The feature and label columns exist; labels are integers (or class labels); features are not text."""
+    columns = ", ".join(dataset.column_names)
+    for field, names in (("features", config.features), ("label", [config.label])):
+        for name in names:
+            if name not in dataset.column_names:
+                raise InputError(f"dataset.{field}: column {name!r} not in the dataset (columns: {columns})")
+    label_type = dataset.features[config.label]
+    if not isinstance(label_type, datasets.ClassLabel) and not (
+        isinstance(label_type, datasets.Value) and label_type.dtype.startswith(("int", "uint"))
+    ):
+        raise InputError(f"dataset.label: column {config.label!r} holds {label_type}, not integer class labels")
+    for name in config.features:
+        if _holds_text(dataset.features[name]):
+            raise InputError(f"dataset.features: column {name!r} holds text, not numbers")
+
+
+def _holds_text(feature: object) -> bool:
+    """Whether a column's feature type is (or nests) strings."""
+    if isinstance(feature, datasets.Value):
+        return feature.dtype in ("string", "large_string")
+    inner = getattr(feature, "feature", None)
+    return inner is not None and _holds_text(inner)
+
+
+def label_array(dataset: datasets.Dataset, label: str) -> np.ndarray:
+    """The label column alone, as int64."""
+    return np.asarray(dataset.with_format("numpy", columns=[label])[label]).astype(np.int64)
 
 
 def source_fingerprint(config: DatasetConfig) -> str | None:
@@ -69,17 +94,7 @@ def to_arrays(dataset: datasets.Dataset, features: list[str], label: str, scale:
     numpy_view = dataset.with_format("numpy", columns=[*features, label])
     parts = [np.asarray(numpy_view[c], dtype=np.float32).reshape(len(dataset), -1) for c in features]
     matrix = np.concatenate(parts, axis=1) / np.float32(scale)
-    labels = np.asarray(numpy_view[label]).astype(np.int64)
-    return matrix, labels
-
-
-def num_samples_known_locally(config: DatasetConfig) -> int | None:
-    """The dataset's row count when it can be had without a download (digits, disk), else ``None``."""
-    if config.source == "digits":
-        return 1797
-    if config.source == "disk":
-        return len(load_source(config))
-    return None
+    return matrix, label_array(dataset, label)
 
 
 def split_sizes(num_samples: int, config: DatasetConfig) -> tuple[int, int]:
