@@ -15,6 +15,7 @@ from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 from fltest.results.files import read_jsonl
 from fltest.results.recorder import load_params
+from fltest.results.report import IDENTICAL
 from fltest.runner import run_experiment
 from tests.conformance import TOLERANCE, assert_conforms
 
@@ -135,12 +136,13 @@ def test_report_draws_reference_flwr_and_nvflare(tmp_path, monkeypatch):
     assert (experiment / "report.png").stat().st_size > 10_000
     (figure,) = figures
     accuracy_axis = figure.axes[0]
-    lines = {line.get_label(): list(line.get_ydata()) for line in accuracy_axis.get_lines()}
-    assert sorted(lines) == ["flower", "nvflare", "reference"]
+    labels = [line.get_label() for line in accuracy_axis.get_lines()]
+    assert labels == [f"flower ({IDENTICAL})", f"nvflare ({IDENTICAL})", "reference"]  # both conform, bit for bit
+    lines = {line.get_label().removesuffix(f" ({IDENTICAL})"): list(line.get_ydata()) for line in accuracy_axis.get_lines()}
     for run, values in lines.items():
         assert values == [r["test"]["accuracy"] for r in read_jsonl(experiment / run / "metrics.jsonl")]
         assert len(values) == 4  # rounds 0..3
-    assert sorted(t.get_text() for t in accuracy_axis.get_legend().get_texts()) == sorted(lines)
+    assert [t.get_text() for t in accuracy_axis.get_legend().get_texts()] == labels
     job_config = experiment / "nvflare" / "nvflare" / "job" / "fltest" / "app" / "config" / "config_fed_server.json"
     assert "fltest.backends.nvflare.server.FLTestFedAvg" in job_config.read_text()  # kept on request
 

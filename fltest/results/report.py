@@ -1,40 +1,141 @@
-"""Draw accuracy and loss per round, one line per run, to a PNG."""
+"""Draw an experiment's runs to a PNG: test accuracy and loss per round, and each run's cost in time.
+
+Runs usually agree with the reference to the last bit, so their curves coincide: each run
+gets its own line style and marker, and the legend says which runs are identical to the
+reference run.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from itertools import cycle
 from pathlib import Path
+from statistics import median
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fltest.errors import InputError  # noqa: E402
 from fltest.results.files import read_jsonl  # noqa: E402
 
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+IDENTICAL = "identical to reference"
 
-def plot_report(experiment_dir: Path, output: Path | None = None) -> Path:
-    """Plot every run under ``experiment_dir`` that has metrics; returns the PNG's path."""
+
+@dataclass(frozen=True)
+class RunCurves:
+    """What the report draws of one run: its per-round test metrics and its timings."""
+
+    name: str
+    framework: str
+    rounds: list[int]
+    accuracy: list[float]
+    loss: list[float]
+    setup_s: float | None
+    round_s: list[float]
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunCurves:
+        """Read a run's ``metrics.jsonl``, ``summary.json`` and ``timings.json`` (the last two may be missing)."""
+        records = read_jsonl(run_dir / "metrics.jsonl")
+        summary = _read_json(run_dir / "summary.json")
+        timings = _read_json(run_dir / "timings.json")
+        return cls(
+            name=run_dir.name,
+            framework=summary.get("framework", ""),
+            rounds=[r["round"] for r in records],
+            accuracy=[r["test"]["accuracy"] for r in records],
+            loss=[r["test"]["loss"] for r in records],
+            setup_s=timings.get("setup_s"),
+            round_s=[r["round_s"] for r in records if r["round"] > 0 and "round_s" in r],
+        )
+
+    def same_curves_as(self, other: RunCurves) -> bool:
+        """Whether both runs drew exactly the same accuracy and loss at the same rounds."""
+        return (self.rounds, self.accuracy, self.loss) == (other.rounds, other.accuracy, other.loss)
+
+
+def _read_json(path: Path) -> dict:
+    """A JSON object from ``path``, or an empty one when the file is missing (a killed run)."""
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def read_runs(experiment_dir: Path) -> list[RunCurves]:
+    """Every run under ``experiment_dir`` that has metrics, in name order."""
     experiment_dir = Path(experiment_dir)
     if not experiment_dir.is_dir():
         raise InputError(f"{experiment_dir}: results folder not found")
-    runs = sorted(p for p in experiment_dir.iterdir() if (p / "metrics.jsonl").is_file())
+    runs = [RunCurves.read(p) for p in sorted(experiment_dir.iterdir()) if (p / "metrics.jsonl").is_file()]
     if not runs:
         raise InputError(f"{experiment_dir}: no run with metrics.jsonl in this folder")
-    output = Path(output) if output else experiment_dir / "report.png"
-    figure, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for run_dir in runs:
-        records = read_jsonl(run_dir / "metrics.jsonl")
-        rounds = [r["round"] for r in records]
-        acc_ax.plot(rounds, [r["test"]["accuracy"] for r in records], marker="o", label=run_dir.name)
-        loss_ax.plot(rounds, [r["test"]["loss"] for r in records], marker="o", label=run_dir.name)
+    return runs
+
+
+def reference_run(experiment_dir: Path, runs: list[RunCurves]) -> RunCurves | None:
+    """The run the others are compared with: ``comparison.json``'s, else the first ``reference`` run."""
+    name = _read_json(Path(experiment_dir) / "comparison.json").get("reference_run")
+    return next((r for r in runs if r.name == name), None) or next((r for r in runs if r.framework == "reference"), None)
+
+
+def legend_labels(runs: list[RunCurves], reference: RunCurves | None) -> list[str]:
+    """Each run's legend label: its name, with a note when its curves coincide with the reference run's."""
+    return [
+        f"{run.name} ({IDENTICAL})" if reference and run is not reference and run.same_curves_as(reference) else run.name
+        for run in runs
+    ]
+
+
+def draw_report(experiment_dir: Path) -> Figure:
+    """The report figure: accuracy and loss per round, then each run's setup time and median time per round."""
+    runs = read_runs(experiment_dir)
+    figure, (acc_ax, loss_ax, time_ax) = plt.subplots(1, 3, figsize=(16, 4.6), width_ratios=(1, 1, 0.9))
+    styles = zip(cycle(LINE_STYLES), cycle(MARKERS))
+    for run, label, (style, marker) in zip(runs, legend_labels(runs, reference_run(experiment_dir, runs)), styles):
+        width = 3.0 if run.framework == "reference" else 1.5  # drawn under the others, which stay visible on it
+        kwargs = {"linestyle": style, "marker": marker, "linewidth": width, "markersize": 7 if width > 2 else 5,
+                  "label": label, "alpha": 0.9}  # fmt: skip
+        acc_ax.plot(run.rounds, run.accuracy, **kwargs)
+        loss_ax.plot(run.rounds, run.loss, **kwargs)
     for axis, title in ((acc_ax, "test accuracy"), (loss_ax, "test loss")):
         axis.set_xlabel("round")
         axis.set_title(title)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
-        axis.legend()
-    figure.suptitle(experiment_dir.name)
+        axis.legend(fontsize="small")
+    _draw_times(time_ax, runs)
+    figure.suptitle(Path(experiment_dir).name)
     figure.tight_layout()
+    return figure
+
+
+def _draw_times(axis: plt.Axes, runs: list[RunCurves]) -> None:
+    """Two bars a run, on a log scale: setup (e.g. starting Ray or the simulator) and the median round."""
+    height = 0.38
+    positions = range(len(runs))
+    setup = [run.setup_s or 0.0 for run in runs]
+    per_round = [median(run.round_s) if run.round_s else 0.0 for run in runs]
+    for offset, values, label in ((-height / 2, setup, "setup"), (height / 2, per_round, "median round")):
+        bars = axis.barh([p + offset for p in positions], values, height=height, label=label)
+        axis.bar_label(bars, labels=[f"{v:.3g} s" for v in values], fontsize="small", padding=2)
+    axis.set_yticks(list(positions), [run.name for run in runs])
+    axis.invert_yaxis()
+    axis.set_xscale("log")
+    axis.set_xlabel("seconds (log scale)")
+    axis.set_title("time: setup and wall time per round")
+    axis.legend(fontsize="small", loc="lower right")
+    axis.grid(alpha=0.3, axis="x")
+
+
+def plot_report(experiment_dir: Path, output: Path | None = None) -> Path:
+    """Draw the report of every run under ``experiment_dir`` to a PNG; returns the PNG's path."""
+    figure = draw_report(experiment_dir)
+    output = Path(output) if output else Path(experiment_dir) / "report.png"
     tmp = output.with_name(f".{output.stem}.tmp.png")
     figure.savefig(tmp, dpi=110)
     plt.close(figure)

@@ -1,0 +1,75 @@
+"""The report PNG: coinciding curves stay visible and say so, integer round ticks, a time panel."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+
+from fltest.config.schema import ExperimentConfig
+from fltest.results.report import IDENTICAL, draw_report, plot_report
+from fltest.runner import run_experiment
+from tests.conftest import base_config
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _two_reference_runs(tmp_path):
+    """A real experiment with two runs whose curves coincide: ``reference`` and ``again``."""
+    data = base_config()
+    data["training"]["rounds"] = 3
+    data["hooks"] = None
+    data["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "again", "framework": "reference"}]
+    run_experiment(ExperimentConfig.model_validate(data), tmp_path)
+    return tmp_path / data["name"]
+
+
+def _perturb_accuracy(run_dir, delta):
+    """Change one run's recorded accuracies, as a run that trained differently would have them."""
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for record in lines:
+        record["test"]["accuracy"] += delta
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+def test_coinciding_curves_have_their_own_style_and_say_so(tmp_path):
+    experiment = _two_reference_runs(tmp_path)
+    figure = draw_report(experiment)
+    accuracy_axis, loss_axis, time_axis = figure.axes
+    for axis in (accuracy_axis, loss_axis):
+        lines = axis.get_lines()
+        assert [line.get_label() for line in lines] == [f"again ({IDENTICAL})", "reference"]
+        assert len({(line.get_linestyle(), line.get_marker()) for line in lines}) == 2
+        ticks = [t for t in axis.get_xticks() if 0 <= t <= 3]
+        assert ticks and all(float(t).is_integer() for t in ticks)
+        assert [t.get_text() for t in axis.get_legend().get_texts()] == [f"again ({IDENTICAL})", "reference"]
+    plt.close(figure)
+
+
+def test_a_run_that_differs_is_not_called_identical(tmp_path):
+    experiment = _two_reference_runs(tmp_path)
+    _perturb_accuracy(experiment / "again", 0.01)
+    figure = draw_report(experiment)
+    assert [line.get_label() for line in figure.axes[0].get_lines()] == ["again", "reference"]
+    plt.close(figure)
+
+
+def test_time_panel_shows_setup_and_median_round_of_every_run(tmp_path):
+    experiment = _two_reference_runs(tmp_path)
+    figure = draw_report(experiment)
+    time_axis = figure.axes[2]
+    assert [t.get_text() for t in time_axis.get_yticklabels()] == ["again", "reference"]
+    bars = {container.get_label(): [bar.get_width() for bar in container] for container in time_axis.containers}
+    for run, index in (("again", 0), ("reference", 1)):
+        timings = json.loads((experiment / run / "timings.json").read_text())
+        rounds = [json.loads(line)["round_s"] for line in (experiment / run / "metrics.jsonl").read_text().splitlines()]
+        assert bars["setup"][index] == timings["setup_s"]
+        assert bars["median round"][index] == sorted(rounds[1:])[1]  # the median of three rounds
+    plt.close(figure)
+
+
+def test_plot_report_writes_a_png(tmp_path):
+    experiment = _two_reference_runs(tmp_path)
+    out = plot_report(experiment, tmp_path / "out.png")
+    assert out.read_bytes().startswith(PNG_SIGNATURE)
+    assert not list(tmp_path.glob(".*.tmp.png"))
