@@ -3,38 +3,56 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
+import pytest
+
 from fltest.results.files import read_jsonl
+from tests.conformance import TOLERANCE
 from tests.conftest import REPO, base_config
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def fltest(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "fltest.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+def fltest(*args, cwd, env=None):
+    return subprocess.run([sys.executable, "-m", "fltest.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_run_writes_results_table_and_plot(tmp_path):
+@pytest.mark.ray
+@pytest.mark.nvflare
+def test_the_shipped_example_compares_three_frameworks(tmp_path):
     result = fltest("run", str(REPO / "examples" / "digits.yaml"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     experiment = tmp_path / "results" / "digits-demo"
-    summary = json.loads((experiment / "reference" / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["rounds_completed"] == 5
-    assert summary["final"]["accuracy"] > 0.85
-    assert len(read_jsonl(experiment / "reference" / "metrics.jsonl")) == 6
-    assert json.loads((experiment / "reference" / "timings.json").read_text())["wall_s"] > 0
+    for run in ("reference", "flower", "nvflare"):
+        summary = json.loads((experiment / run / "summary.json").read_text())
+        assert summary["status"] == "completed" and summary["rounds_completed"] == 5, summary
+        assert summary["final"]["accuracy"] > 0.85
+        assert len(read_jsonl(experiment / run / "metrics.jsonl")) == 6
+        assert json.loads((experiment / run / "timings.json").read_text())["wall_s"] > 0
+    comparison = json.loads((experiment / "comparison.json").read_text())
+    assert [r["run"] for r in comparison["runs"]] == ["reference", "flower", "nvflare"]
+    assert all(r["max_param_diff_vs_reference"] <= TOLERANCE for r in comparison["runs"][1:]), comparison
     assert (experiment / "report.png").read_bytes().startswith(PNG_SIGNATURE)
-    assert "reference  reference  completed  5" in result.stdout
+    for row in ("reference  reference  completed  5", "flower     flwr       completed  5", "nvflare    nvflare    completed  5"):
+        assert row in result.stdout, result.stdout
     assert "round 5/5" in result.stderr  # progress, one line a round when not on a terminal
 
-    again = fltest("run", str(REPO / "examples" / "digits.yaml"), cwd=tmp_path)
+
+def test_a_second_run_reuses_the_shards(write_config, tmp_path):
+    path = write_config(base_config())
+    own_cache = {**os.environ, "HF_HOME": str(tmp_path / "hf")}  # the session's cache may hold these shards
+    first = fltest("run", str(path), cwd=tmp_path, env=own_cache)
+    assert first.returncode == 0, first.stderr
+    assert "prepared 10 mmap shards" in first.stderr
+    again = fltest("run", str(path), cwd=tmp_path, env=own_cache)
     assert "reused 10 mmap shards" in again.stderr
 
 
-def test_report_draws_a_png_of_a_results_folder(tmp_path):
-    assert fltest("run", str(REPO / "examples" / "digits.yaml"), cwd=tmp_path).returncode == 0
+def test_report_draws_a_png_of_a_results_folder(write_config, tmp_path):
+    assert fltest("run", str(write_config(base_config())), cwd=tmp_path).returncode == 0
     out = tmp_path / "plot.png"
     result = fltest("report", str(tmp_path / "results" / "digits-demo"), "-o", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
