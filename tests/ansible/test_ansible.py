@@ -3,6 +3,7 @@ against emulated lab nodes (containers with sshd and their own dockerd, images/n
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.ansible
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
-PLAYBOOKS = ["cluster.yml", "run.yml", "teardown.yml"]
+PLAYBOOKS = ["cluster.yml", "run.yml", "teardown.yml", "status.yml"]
+TIER = "ansible tier"  # the prefix of this tier's progress lines (tests/conftest.py: progress)
 NODE_IMAGE = "fltest-node:bookworm"
 SOURCE_IMAGE = os.environ.get("FLTEST_IMAGE", "fltest:0.1.0")
 TEST_IMAGE = "fltest:ansible-e2e"  # a tag of SOURCE_IMAGE's id, so a rebuild elsewhere cannot change it mid-test
@@ -75,6 +77,48 @@ def recap(output: str) -> dict[str, dict[str, int]]:
     return rows
 
 
+def task_outcomes(output: str, task: str) -> dict[str, set[str]]:
+    """host -> the outcomes (ok, changed, skipping, failed, fatal) of every TASK [<task>] block in ``output``."""
+    outcomes: dict[str, set[str]] = {}
+    for block in re.split(r"^(?:TASK|RUNNING HANDLER|PLAY|PLAY RECAP) \[?", output, flags=re.M)[1:]:
+        if block.startswith(task + "]"):
+            for outcome, host in re.findall(r"^(ok|changed|skipping|failed|fatal): \[([^\]]+)\]", block, re.M):
+                outcomes.setdefault(host, set()).add(outcome)
+    return outcomes
+
+
+class Stages:
+    """Runs playbooks and prints one line a stage as it ends: ``[ansible tier] <stage>: <outcome> (<s> s)``."""
+
+    def __init__(self, report):
+        self.report = report  # tests/conftest.py's progress, bound to TIER
+        self.timings: dict[str, float] = {}
+
+    def done(self, stage: str, outcome: str, seconds: float) -> None:
+        self.timings[stage] = seconds
+        self.report(f"{stage}: {outcome} ({seconds:.0f} s)")
+
+    def play(self, tmp: Path, name: str, *args: str, stage: str = "") -> subprocess.CompletedProcess:
+        start = time.monotonic()
+        result = playbook(tmp, name, *args)
+        changed = sum(row.get("changed", 0) for row in recap(result.stdout).values())
+        self.done(stage or " ".join((name, *args)), f"rc={result.returncode} changed={changed}", time.monotonic() - start)
+        return result
+
+
+def build_node_image(report) -> None:
+    """Build images/node/ as NODE_IMAGE and leave no untagged image behind: the build it replaces is removed."""
+    old = docker("image", "inspect", "--format", "{{.Id}}", NODE_IMAGE, check=False).stdout.strip()
+    start = time.monotonic()
+    docker("build", "--force-rm", "-t", NODE_IMAGE, str(REPO / "images" / "node"))  # cached layers: seconds when unchanged
+    new = docker("image", "inspect", "--format", "{{.Id}}", NODE_IMAGE).stdout.strip()
+    if old and old != new:
+        docker("image", "rm", old, check=False)  # untagged now; its untagged parent layers go with it
+    report(f"node image {NODE_IMAGE}: {'unchanged' if old == new else 'built'} ({time.monotonic() - start:.0f} s)")
+    dangling = docker("images", "--quiet", "--filter", "dangling=true", "--filter", "label=fltest.image=node").stdout.split()
+    assert dangling == [], f"untagged node images left behind: {dangling}"
+
+
 def sshd_answers(ip: str) -> bool:
     """Whether an SSH server greets on ``ip``:22."""
     try:
@@ -92,18 +136,19 @@ def engine_answers() -> bool:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, fltest_image):
+def lab(tmp_path_factory, fltest_image, progress):
     """Two emulated nodes reachable over SSH (Debian with no Docker yet), an inventory for them, torn down afterwards."""
     if not engine_answers():
         pytest.skip("no Docker engine answers (docker version failed)")
-    docker("build", "-t", NODE_IMAGE, str(REPO / "images" / "node"))  # cached layers: seconds when unchanged
+    report = functools.partial(progress, TIER)
+    for name in NODES:  # a run killed earlier may have left them (and they would hold the node image)
+        docker("rm", "--force", "--volumes", f"fltest-ansible-{name}", check=False)
+    build_node_image(report)
     tmp = tmp_path_factory.mktemp("ansible-lab")
     os.chmod(tmp, 0o700)
     key = tmp / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     docker("tag", SOURCE_IMAGE, TEST_IMAGE)
-    for name in NODES:  # a run killed earlier may have left them
-        docker("rm", "--force", "--volumes", f"fltest-ansible-{name}", check=False)
     docker("network", "rm", NETWORK, check=False)
     docker("network", "create", "--subnet", SUBNET, NETWORK)
     try:
@@ -119,14 +164,15 @@ def lab(tmp_path_factory, fltest_image):
                          "ray_workers": {"hosts": {worker: {"ansible_host": NODES[worker], "cluster_ip": NODES[worker], "ray_num_cpus": 1}}}},
         }}  # fmt: skip
         (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(sshd_answers(ip) for ip in NODES.values()):
+        start = time.monotonic()
+        while time.monotonic() < start + 60 and not all(sshd_answers(ip) for ip in NODES.values()):
             time.sleep(1)
+        up = [name for name, ip in NODES.items() if sshd_answers(ip)]
+        report(f"nodes up: {len(up)} of {len(NODES)} answer on SSH ({time.monotonic() - start:.0f} s)")
         yield tmp
     finally:
         if (tmp / "hosts.yml").exists():
-            down = playbook(tmp, "teardown.yml")
-            print(f"teardown.yml: rc={down.returncode} {recap(down.stdout)}")
+            Stages(report).play(tmp, "teardown.yml")
         for name in NODES:
             docker("rm", "--force", "--volumes", f"fltest-ansible-{name}", check=False)
         docker("network", "rm", NETWORK, check=False)
@@ -170,19 +216,49 @@ def node_state(name: str) -> tuple[bool, bool]:
     return has[0], has[1]
 
 
-def test_end_to_end(lab):
-    timings = {}
-    start = time.monotonic()
-    fresh = playbook(lab, "cluster.yml", "--check")  # nodes with nothing deployed yet
-    timings["cluster.yml --check (fresh nodes)"] = time.monotonic() - start
+@pytest.fixture
+def stages(progress):
+    return Stages(functools.partial(progress, TIER))
+
+
+def failing_experiment(folder: Path) -> Path:
+    """A config whose one run fails (a hook raises): fltest run exits 1."""
+    folder.mkdir()
+    (folder / "failing_hooks.py").write_text(
+        "def after_local_training(partition_id, server_round, old_params, new_params):\n    raise RuntimeError('planted failure')\n")
+    config = yaml.safe_load((REPO / "examples" / "digits.yaml").read_text())
+    config.update(name="ansible-failing", clients=2, total_cpus=2, hooks="failing_hooks")
+    config["training"].update(rounds=1, local_epochs=1, round_timeout_s=60)
+    config["runs"] = [{"name": "reference", "framework": "reference"}]
+    path = folder / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def owners(folder: Path) -> set[int]:
+    """The uids owning ``folder`` and everything in it."""
+    return {p.stat().st_uid for p in [folder, *folder.rglob("*")]}
+
+
+def status_lines(output: str) -> dict[str, str]:
+    """status.yml's per-node lines: host -> its line."""
+    return dict(re.findall(r'^\s+"([\w.-]+): (.*)",?$', output, re.M))
+
+
+def test_end_to_end(lab, stages):
+    fresh = stages.play(lab, "cluster.yml", "--check", stage="cluster.yml --check (fresh nodes)")
     assert fresh.returncode == 0, fresh.stdout[-6000:] + fresh.stderr[-3000:]
     assert all(node_state(name) == (False, False) for name in NODES), "--check changed a node"
+    # What the first run will do is reported as changes, not as skipped tasks.
+    for task in ("fltest_images : Report the image loads that --check skips", "fltest_ray : Report the container start that --check skips"):
+        outcomes = task_outcomes(fresh.stdout, task)
+        assert all(outcomes.get(name) == {"changed"} for name in NODES), (task, outcomes, fresh.stdout[-6000:])
+    assert all(row["changed"] > 0 for row in recap(fresh.stdout).values())
 
-    start = time.monotonic()
-    first = playbook(lab, "cluster.yml")
-    timings["cluster.yml (first)"] = time.monotonic() - start
+    first = stages.play(lab, "cluster.yml", stage="cluster.yml first run")
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in first.stdout
+    assert not task_outcomes(first.stdout, "fltest_images : Report the image loads that --check skips").get("e2e-head", {"skipping"}) - {"skipping"}
     for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
         installed = docker("exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io").stdout
         assert installed == "install ok installed", (name, installed)
@@ -192,39 +268,64 @@ def test_end_to_end(lab):
     assert token == ["600", "10001"]
     assert "ray_token" not in os.listdir(ANSIBLE)
 
-    start = time.monotonic()
-    second = playbook(lab, "cluster.yml")
-    timings["cluster.yml (again)"] = time.monotonic() - start
+    second = stages.play(lab, "cluster.yml", stage="cluster.yml second run")
     assert second.returncode == 0, second.stdout[-6000:]
     rows = recap(second.stdout)
     assert set(rows) >= set(NODES) and all(row["changed"] == 0 for row in rows.values()), second.stdout[-6000:]
 
     for host in reversed(list(NODES)):  # a play limited to one node finds the others in the inventory
-        limited = playbook(lab, "cluster.yml", "--limit", host)
+        limited = stages.play(lab, "cluster.yml", "--limit", host)
         assert limited.returncode == 0, (host, limited.stdout[-6000:])
         assert recap(limited.stdout)[host]["changed"] == 0, (host, limited.stdout[-6000:])
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in limited.stdout  # --limit e2e-worker skips the wait; e2e-head ran it
 
-    start = time.monotonic()
-    check = playbook(lab, "cluster.yml", "--check")
-    timings["cluster.yml --check"] = time.monotonic() - start
+    check = stages.play(lab, "cluster.yml", "--check")
     assert check.returncode == 0, check.stdout[-6000:]
+    assert all(row["changed"] == 0 for row in recap(check.stdout).values()), check.stdout[-6000:]
+
+    # status.yml on the whole cluster: one line a node, exit 0, nothing changed (also under --check).
+    for args in ((), ("--check",)):
+        status = stages.play(lab, "status.yml", *args, stage=" ".join(("status.yml", *args, "(whole cluster)")))
+        assert status.returncode == 0, status.stdout[-6000:]
+        assert all(row["changed"] == 0 for row in recap(status.stdout).values()), status.stdout[-6000:]
+        lines = status_lines(status.stdout)
+        assert lines == {"e2e-head": "fltest-ray-head running; Ray node alive with 1 CPU",
+                         "e2e-worker": "fltest-ray-worker running; Ray node alive with 1 CPU"}, status.stdout[-6000:]  # fmt: skip
+        assert "cluster whole: 2 Ray nodes alive (2 CPUs)" in status.stdout
 
     config = experiment(lab / "experiment")
     results = lab / "results"
-    start = time.monotonic()
-    run = run_yml(lab, config, results)
-    timings["run.yml"] = time.monotonic() - start
+    run = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
+                      stage="run.yml (reference and Flower on Ray)")  # fmt: skip
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
     summary = results / "ansible-e2e"
     assert summary.is_dir() and any(summary.rglob("*.json")), sorted(p.name for p in results.rglob("*"))
+    assert owners(results) == {os.getuid()}, "results not owned by the user who ran ansible-playbook (10001 is the head's user)"
     for name in NODES:  # the staged folder is gone from every node
         left = docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs").stdout.split()
         assert left == [], (name, left)
     secret = (lab / "controller" / "ray_token").read_text().strip()
     for output in (first.stdout, second.stdout, run.stdout):
         assert secret not in output
-    print("timings:", json.dumps({k: round(v, 1) for k, v in timings.items()}))
+
+    # A failed fltest run: the play fails, ansible-playbook exits 2, fltest's exit code is in the message.
+    failing = failing_experiment(lab / "failing")
+    failed = stages.play(lab, "run.yml", "-e", f"fltest_run_config={failing}", "-e", f"fltest_run_results_dir={results}",
+                         stage="run.yml (a run that fails)")  # fmt: skip
+    assert failed.returncode == 2, failed.stdout[-6000:]
+    assert "fltest run exited 1 (a run failed)" in failed.stdout, failed.stdout[-6000:]
+    assert (results / "ansible-failing" / "reference" / "summary.json").is_file()
+    assert owners(results) == {os.getuid()}
+
+    # One node's Ray container stopped: status.yml fails naming that node only.
+    docker("exec", "fltest-ansible-e2e-worker", "docker", "stop", "--time", "45", "fltest-ray-worker")
+    broken = stages.play(lab, "status.yml", stage="status.yml (worker's Ray container stopped)")
+    assert broken.returncode == 2, broken.stdout[-6000:]
+    assert re.search(r"cluster not whole: e2e-worker \(fltest-ray-worker exited", broken.stdout), broken.stdout[-6000:]
+    assert status_lines(broken.stdout)["e2e-head"] == "fltest-ray-head running; Ray node alive with 1 CPU"
+    restored = stages.play(lab, "cluster.yml", stage="cluster.yml (restores the stopped worker)")
+    assert restored.returncode == 0 and recap(restored.stdout)["e2e-worker"]["changed"] > 0, restored.stdout[-6000:]
+    assert "Ray cluster ready: 2 nodes, 2 CPUs" in restored.stdout
 
 
 def flower_experiment(folder: Path, superlink: str, ca: Path) -> Path:
@@ -248,7 +349,7 @@ def online_supernodes(controller: Path) -> list[dict]:
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
 
 
-def test_flower_experiment_on_supernodes(lab):
+def test_flower_experiment_on_supernodes(lab, stages):
     """The SuperLink on the head node, a SuperNode on each node: keys made on the nodes, registered,
     online; run.yml ships each node its partition and the Flower run matches the reference."""
     inventory = yaml.safe_load((lab / "hosts.yml").read_text())
@@ -256,10 +357,7 @@ def test_flower_experiment_on_supernodes(lab):
     inventory["all"]["children"].update(superlink={"hosts": {head: {}}},
                                         supernodes={"hosts": {head: {"supernode_partition_id": 0}, worker: {"supernode_partition_id": 1}}})  # fmt: skip
     (lab / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    timings = {}
-    start = time.monotonic()
-    first = playbook(lab, "cluster.yml")
-    timings["cluster.yml with Flower (first)"] = time.monotonic() - start
+    first = stages.play(lab, "cluster.yml", stage="cluster.yml with Flower, first run")
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     controller = lab / "controller"
     assert not any(p.name == "id_ecdsa" for p in controller.rglob("*")), "a private key reached the controller"
@@ -277,20 +375,31 @@ def test_flower_experiment_on_supernodes(lab):
             break
         time.sleep(2)
     assert [n["status"] for n in nodes] == ["online"] * len(NODES), nodes
-    again = playbook(lab, "cluster.yml")
+    again = stages.play(lab, "cluster.yml", stage="cluster.yml with Flower, second run")
     assert again.returncode == 0 and all(r["changed"] == 0 for r in recap(again.stdout).values()), again.stdout[-6000:]
+
+    status = stages.play(lab, "status.yml", stage="status.yml (Ray and Flower)")
+    assert status.returncode == 0 and all(r["changed"] == 0 for r in recap(status.stdout).values()), status.stdout[-6000:]
+    node_ids = {name: (controller / "flower" / "supernodes" / f"{name}.node-id").read_text().strip() for name in NODES}
+    assert sorted(node_ids.values()) == sorted(n["node-id"] for n in nodes)
+    assert status_lines(status.stdout) == {
+        head: "fltest-ray-head running; fltest-superlink running; fltest-supernode running; Ray node alive with 1 CPU; "
+              f"SuperLink /health 200; SuperNode {node_ids[head]} online",
+        worker: f"fltest-ray-worker running; fltest-supernode running; Ray node alive with 1 CPU; SuperNode {node_ids[worker]} online",
+    }, status.stdout[-6000:]
+    assert "cluster whole: 2 Ray nodes alive (2 CPUs), SuperLink healthy, 2 SuperNodes online" in status.stdout
 
     config = flower_experiment(lab / "flower-experiment", f"{NODES[head]}:8000", controller / "flower" / "tls" / "ca.crt")
     results = lab / "flower-results"
-    start = time.monotonic()
-    run = run_yml(lab, config, results)
-    timings["run.yml (Flower deployment)"] = time.monotonic() - start
+    run = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
+                      stage="run.yml (Flower deployment)")  # fmt: skip
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
     experiment_dir = results / "ansible-flower"
     summary = json.loads((experiment_dir / "flower" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_completed"] == 2, summary
     assert sorted(summary["client_hosts"]) == sorted(NODES)  # each partition trained on its own node
     assert_conforms(experiment_dir, "flower", 2)
+    assert owners(results) == {os.getuid()}
     for name in NODES:
         link = docker("exec", f"fltest-ansible-{name}", "readlink", "/var/lib/fltest/flower/partitions/current").stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{8,}", link), (name, link)
@@ -304,4 +413,3 @@ def test_flower_experiment_on_supernodes(lab):
     config.write_text(yaml.safe_dump(mixed))
     refused = run_yml(lab, config, results)
     assert refused.returncode != 0 and "split them into two configs" in refused.stdout, refused.stdout[-4000:]
-    print("timings:", json.dumps({k: round(v, 1) for k, v in timings.items()}))
