@@ -12,8 +12,6 @@ Needs the images (``fltest-deploy build``). Run: ``python bench/emulation.py [--
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -21,9 +19,11 @@ from pathlib import Path
 import docker
 
 from deploy.compose import ComposeProject
-from deploy.images import DEFAULT_BASE_IMAGE, IMAGE, REPO
+from deploy.images import DEFAULT_BASE_IMAGE, IMAGE, build_fltest_image, copy_build_context, remove_build
 from deploy.readiness import wait_until_ready
 from deploy.secrets import ensure_ray_token
+
+BENCH_TAG = "fltest:bench"
 
 
 def _timed(action) -> float:
@@ -49,23 +49,9 @@ def _up_and_down(client, repeat: int) -> tuple[list[float], list[float]]:
     return ups, downs
 
 
-def _tree_copy(destination: Path) -> None:
-    """The checkout's files (not the ignored ones) and the wheelhouse (hard links), as a build context."""
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        if not (REPO / name).is_file():  # deleted in the work tree, not yet committed
-            continue
-        (destination / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / name, destination / name)
-    subprocess.run(["cp", "-al", str(REPO / "wheelhouse"), str(destination / "wheelhouse")], check=True)
-
-
 def _build_seconds(client, context: Path) -> float:
-    def build() -> None:
-        client.images.build(path=str(context), dockerfile="images/fltest/Dockerfile", tag="fltest:bench",
-                            network_mode="none", rm=True, forcerm=True)  # fmt: skip
-
-    return _timed(build)
+    """Seconds to build ``fltest:bench`` from ``context`` as ``fltest-deploy build`` does (stage by stage)."""
+    return _timed(lambda: build_fltest_image(client, tag=BENCH_TAG, context=context, report=lambda line: None))
 
 
 def main() -> None:
@@ -76,14 +62,13 @@ def main() -> None:
     client = docker.from_env()
 
     with tempfile.TemporaryDirectory() as tree:
-        context = Path(tree)
-        _tree_copy(context)
+        context = copy_build_context(Path(tree))
         _build_seconds(client, context)  # warm the cache for this context
         unchanged = _build_seconds(client, context)
         with (context / "fltest" / "__init__.py").open("a") as handle:
             handle.write("# a one-line change\n")
         changed = _build_seconds(client, context)
-    client.images.remove("fltest:bench")
+    remove_build(client, BENCH_TAG)
     ups, downs = _up_and_down(client, args.repeat)
 
     print(f"{'measure':44} {'value':>10}")

@@ -1,10 +1,22 @@
-"""Build the kit's images with no registry: the base image, the wheelhouse, the FLTest image."""
+"""Build the kit's images with no registry: the base image, the wheelhouse, the FLTest image.
+
+Every build leaves only tagged images: each stage of the multi-stage Dockerfile is built
+with its own target and tag (``fltest-build-deps:0.1.0`` beside ``fltest:0.1.0``), so the
+stages stay as layer cache without ending as ``<none>`` images, and an image a rebuild moved
+its tag away from is removed once nothing else uses it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from fltest import __version__
@@ -13,31 +25,96 @@ from fltest.errors import FLTestError, InputError
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BASE_IMAGE = "fltest-base:bookworm"
 IMAGE = f"fltest:{__version__}"
+DOCKERFILE = "images/fltest/Dockerfile"
+STAGES = ("requirements", "deps")  # the Dockerfile's stages before the final one, in build order
+CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignore", DOCKERFILE)
+CONTEXT_FOLDERS = ("fltest", "deploy")
+FLTEST_LABEL = "org.opencontainers.image.title=fltest"  # set by the Dockerfile's final stage
+LOCK = Path(tempfile.gettempdir()) / "fltest-image-build.lock"  # one build at a time on this host
+
+Report = Callable[[str], None]
 
 
-def build_base_image(client, tag: str = DEFAULT_BASE_IMAGE) -> None:
-    """Build the debootstrap base image unless it exists (needs root for debootstrap)."""
+def print_stage(line: str) -> None:
+    """The default progress report: one line on stderr, at once."""
+    print(f"[fltest-deploy build] {line}", file=sys.stderr, flush=True)
+
+
+def stage_tag(tag: str, stage: str) -> str:
+    """The tag that keeps one build stage of image ``tag``: ``fltest:0.1.0`` -> ``fltest-build-deps:0.1.0``."""
+    name, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
+    return f"{name}-build-{stage}:{version}"
+
+
+def build_tags(tag: str) -> list[str]:
+    """Every tag one FLTest build sets: its stages' and then ``tag`` itself."""
+    return [stage_tag(tag, stage) for stage in STAGES] + [tag]
+
+
+def dangling_image_ids(client) -> set[str]:
+    """The ids of the untagged images that nothing builds on (``docker images -f dangling=true``)."""
+    return {image.id for image in client.images.list(filters={"dangling": True})}
+
+
+def _image_id(client, tag: str) -> str | None:
+    found = client.images.list(name=tag)
+    return found[0].id if found else None
+
+
+def _remove_if_untagged(client, image_id: str) -> None:
+    """Remove an image a rebuild moved its tag away from, unless it still has a tag or a user."""
+    import docker
+
+    try:
+        if not client.images.get(image_id).tags:
+            client.images.remove(image_id)  # no force: an image a container or another image uses stays
+    except (docker.errors.ImageNotFound, docker.errors.APIError):
+        pass
+
+
+@contextlib.contextmanager
+def _one_build_at_a_time(report: Report) -> Iterator[None]:
+    """Hold the host's build lock: two builds of one tag at once would each leave the other's image untagged."""
+    with LOCK.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report(f"waiting for another image build to finish ({LOCK})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _timed(report: Report, name: str, action: Callable[[], str]) -> None:
+    """Run one stage, then report ``<name>: <outcome> (<seconds> s)``."""
+    start = time.monotonic()
+    outcome = action()
+    report(f"{name}: {outcome} ({time.monotonic() - start:.1f} s)")
+
+
+def build_base_image(client, tag: str = DEFAULT_BASE_IMAGE) -> str:
+    """Build the debootstrap base image unless it exists (needs root for debootstrap); says which."""
     if client.images.list(name=tag):
-        return
+        return "present"
     if os.geteuid() != 0:
         raise InputError(f"base image {tag} is missing: build it as root with images/base/build-base-image.sh")
     subprocess.run(["bash", str(REPO / "images" / "base" / "build-base-image.sh"), tag], check=True)
+    return "built"
 
 
-def fill_wheelhouse() -> None:
-    """Download every wheel the image needs into ``./wheelhouse`` (pip skips the ones present)."""
+def fill_wheelhouse() -> str:
+    """Download every wheel the image needs into ``./wheelhouse`` (pip skips the ones present); says how many."""
     subprocess.run(["bash", str(REPO / "images" / "fill-wheelhouse.sh")], check=True)
+    return f"{len(list((REPO / 'wheelhouse').glob('*.whl')))} wheels"
 
 
-def build_fltest_image(client, pip_source: str = "wheelhouse", base_image: str = DEFAULT_BASE_IMAGE, tag: str = IMAGE):
-    """Build the FLTest image, printing the build's steps; from the wheelhouse it builds with no network."""
-    if pip_source not in ("wheelhouse", "pypi"):
-        raise InputError(f"--pip-source: {pip_source!r}: expected wheelhouse or pypi")
-    (REPO / "wheelhouse").mkdir(exist_ok=True)  # the Dockerfile copies it, empty for pypi
+def _build_target(client, tag: str, target: str | None, pip_source: str, base_image: str, context: Path) -> str:
+    """One ``docker build`` to ``tag`` (up to stage ``target``), printing its steps; says built or unchanged."""
+    previous = _image_id(client, tag)
     stream = client.api.build(
-        path=str(REPO),
-        dockerfile="images/fltest/Dockerfile",
+        path=str(context),
+        dockerfile=DOCKERFILE,
         tag=tag,
+        target=target,
         buildargs={"PIP_SOURCE": pip_source, "BASE_IMAGE": base_image, "FLTEST_VERSION": __version__},
         network_mode="none" if pip_source == "wheelhouse" else None,
         rm=True,
@@ -50,13 +127,72 @@ def build_fltest_image(client, pip_source: str = "wheelhouse", base_image: str =
         line = chunk.get("stream", "").rstrip()
         if line.startswith("Step "):
             print(f"[build {tag}] {line}", file=sys.stderr, flush=True)
-    return client.images.get(tag)
+    if previous is None:
+        return "built"
+    if previous == _image_id(client, tag):
+        return "unchanged"
+    _remove_if_untagged(client, previous)
+    return "rebuilt"
 
 
-def build_images(client, pip_source: str = "wheelhouse", base_image: str | None = None):
-    """Everything ``fltest-deploy build`` does: the base image if it is ours and missing, the wheelhouse, FLTest."""
-    if base_image is None:
-        build_base_image(client)
-    if pip_source == "wheelhouse":
-        fill_wheelhouse()
-    return build_fltest_image(client, pip_source, base_image or DEFAULT_BASE_IMAGE)
+def build_fltest_image(
+    client,
+    pip_source: str = "wheelhouse",
+    base_image: str = DEFAULT_BASE_IMAGE,
+    tag: str = IMAGE,
+    context: Path = REPO,
+    report: Report = print_stage,
+):
+    """Build the FLTest image stage by stage, reporting each; from the wheelhouse it builds with no network."""
+    if pip_source not in ("wheelhouse", "pypi"):
+        raise InputError(f"--pip-source: {pip_source!r}: expected wheelhouse or pypi")
+    (Path(context) / "wheelhouse").mkdir(exist_ok=True)  # the Dockerfile copies it, empty for pypi
+    with _one_build_at_a_time(report):
+        for target, target_tag in zip([*STAGES, None], build_tags(tag)):
+            name = f"image {target_tag}" if target is None else f"image stage {target} ({target_tag})"
+            _timed(report, name, lambda: _build_target(client, target_tag, target, pip_source, base_image, context))
+        for image in client.images.list(filters={"dangling": True, "label": FLTEST_LABEL}):
+            _remove_if_untagged(client, image.id)  # e.g. an earlier image a container still used when its tag moved
+        return client.images.get(tag)
+
+
+def build_images(client, pip_source: str = "wheelhouse", base_image: str | None = None, report: Report = print_stage):
+    """Everything ``fltest-deploy build`` does: the base image if it is ours and missing, the wheelhouse, FLTest.
+
+    ``report`` receives one line a stage, such as ``wheelhouse: 91 wheels (35.2 s)``.
+    """
+    with _one_build_at_a_time(report):
+        if base_image is None:
+            _timed(report, f"base image {DEFAULT_BASE_IMAGE}", lambda: build_base_image(client))
+        if pip_source == "wheelhouse":
+            _timed(report, "wheelhouse", fill_wheelhouse)
+    return build_fltest_image(client, pip_source, base_image or DEFAULT_BASE_IMAGE, report=report)
+
+
+def remove_build(client, tag: str) -> None:
+    """Remove ``tag`` and its stages' tags; an image that keeps another tag (or a user) stays."""
+    import docker
+
+    for name in build_tags(tag):
+        try:
+            client.images.remove(name)
+        except (docker.errors.ImageNotFound, docker.errors.APIError):
+            pass
+
+
+def copy_build_context(destination: Path) -> Path:
+    """A copy of what the FLTest image is built from, to change and build apart (the wheelhouse hard-linked)."""
+    for name in CONTEXT_FILES:
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, destination / name)
+    for name in CONTEXT_FOLDERS:
+        shutil.copytree(REPO / name, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "wheelhouse", destination / "wheelhouse", copy_function=_link_or_copy)
+    return destination
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # another file system
+        shutil.copy2(source, destination)

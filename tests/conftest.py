@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -46,3 +48,24 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "hf-datasets"
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def progress(pytestconfig: pytest.Config):
+    """``progress(tier, text)`` prints ``[tier] text`` on the terminal at once, even while pytest captures output.
+
+    The slow tiers report each stage (image build, nodes up) with it, so that minutes of work do not look hung.
+    """
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    terminal = pytestconfig.pluginmanager.getplugin("terminalreporter")
+
+    def report(tier: str, text: str) -> None:
+        line = f"[{tier}] {text}"
+        if terminal is None:  # -p no:terminal
+            print(line, file=sys.__stderr__, flush=True)
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            terminal.write_line(line)
+            terminal.flush()
+
+    return report

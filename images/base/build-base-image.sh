@@ -140,6 +140,7 @@ log "rootfs size: $(du -sh --one-file-system "$ROOTFS" | cut -f1)"
 
 # ---------------------------------------------------------------- import
 log "importing rootfs as $TAG"
+previous="$(docker image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"  # FORCE=1: the image the tag leaves
 tar --numeric-owner --one-file-system -C "$ROOTFS" -c . |
 	docker import \
 		--change "ENV PATH=$IMAGE_PATH" \
@@ -147,6 +148,10 @@ tar --numeric-owner --one-file-system -C "$ROOTFS" -c . |
 		--change 'CMD ["python3"]' \
 		--message "FLTest base: debootstrap $SUITE minbase + $PACKAGES" \
 		- "$TAG" >/dev/null
+# No untagged image is left behind; one that images are built on stays (docker refuses) until they go.
+if [[ -n "$previous" && "$(docker image inspect --format '{{len .RepoTags}}' "$previous" 2>/dev/null)" == 0 ]]; then
+	docker rmi "$previous" >/dev/null 2>&1 || log "kept the previous $TAG ($previous): images are built on it"
+fi
 
 log "built $TAG in $((SECONDS - start))s"
 docker images "$TAG" >&2

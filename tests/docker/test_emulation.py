@@ -26,7 +26,7 @@ READY_TIMEOUT_S = 240
 
 
 @pytest.fixture(scope="module")
-def emulation(docker_client, fltest_image, tmp_path_factory):
+def emulation(docker_client, fltest_image, tier_report, tmp_path_factory):
     """Head + 2 workers, 1 CPU each, with a fresh token; removed (containers, network, volume) after."""
     token = tmp_path_factory.mktemp("secrets") / "ray_token"
     ensure_ray_token(token)
@@ -36,12 +36,16 @@ def emulation(docker_client, fltest_image, tmp_path_factory):
                    "RAY_TOKEN_FILE": str(token)},
     )  # fmt: skip
     project.down()  # a run killed earlier may have left it behind
+    start = time.monotonic()
     project.up()
     try:
         wait_until_ready(project, docker_client, READY_TIMEOUT_S)
+        tier_report(f"emulation: head + 2 workers ready ({time.monotonic() - start:.1f} s)")
         yield project
     finally:
+        start = time.monotonic()
         project.down()
+        tier_report(f"emulation: removed ({time.monotonic() - start:.1f} s)")
 
 
 def _experiment(folder, name, rounds, clients=6, timeout_s=60):

@@ -54,7 +54,7 @@ def _config(federation: FlowerFederation, ca: Path) -> ExperimentConfig:
 
 
 @pytest.fixture(scope="module")
-def federation(docker_client, fltest_image, tmp_path_factory):
+def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
     """SuperLink + 2 registered SuperNodes with their partitions; everything of the project removed after."""
     root = tmp_path_factory.mktemp("flower")
     federation = FlowerFederation(
@@ -64,6 +64,7 @@ def federation(docker_client, fltest_image, tmp_path_factory):
                    "FLOWER_TLS_DIR": str(root / "tls"), "FLOWER_KEYS_DIR": str(root / "keys"), "FLOWER_DATA_DIR": str(root / "data")},
     )  # fmt: skip
     federation.down()  # a run killed earlier may have left it behind
+    start = time.monotonic()
     try:
         ca = federation.tls().ca_cert
         federation.ensure_keys(NODES + [ROGUE])
@@ -76,9 +77,12 @@ def federation(docker_client, fltest_image, tmp_path_factory):
         federation.save_node_ids({node: federation.register(node) for node in NODES})
         federation.up(*NODES)
         federation.wait_online(list(federation.node_ids().values()), TIMEOUT_S)
+        tier_report(f"flower: SuperLink + {len(NODES)} SuperNodes online ({time.monotonic() - start:.1f} s)")
         yield federation, config, root
     finally:
+        start = time.monotonic()
         federation.down()
+        tier_report(f"flower: removed ({time.monotonic() - start:.1f} s)")
         shutil.rmtree(root / "keys")  # no private key outlives the test
         assert federation.leftovers(docker_client) == []
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 
+import docker
 import pytest
 
+from deploy.images import build_fltest_image, copy_build_context, dangling_image_ids, remove_build
 from tests.conftest import REPO
+from tests.docker.conftest import DANGLING_MADE_BY_BUILD
 
 pytestmark = pytest.mark.docker
+
+REBUILD_TAG = "fltest-rebuild-test:1"  # apart from fltest:0.1.0, which other tiers use meanwhile
 
 
 def _run(client, image, command, **kwargs) -> str:
@@ -40,3 +45,34 @@ def test_fltest_runs_the_example_inside_and_writes_results_on_the_host(docker_cl
     assert summary["status"] == "completed"
     assert summary["final"]["accuracy"] > 0.85
     assert (results / "digits-demo" / "report.png").is_file()
+
+
+def _describe(client, image_ids) -> list[str]:
+    return [f"{i[7:19]} created {client.images.get(i).attrs['Created']}" for i in sorted(image_ids)]
+
+
+def test_the_build_left_no_untagged_image(docker_client, fltest_image, pytestconfig):
+    """Each stage of the multi-stage build ends as a tagged image, not as a ``<none>`` one."""
+    left = pytestconfig.stash[DANGLING_MADE_BY_BUILD]
+    assert not left, f"the image build left untagged images: {_describe(docker_client, left)}"
+
+
+def test_rebuilds_after_a_change_leave_no_untagged_image(docker_client, fltest_image, tier_report, tmp_path):
+    """Two rebuilds after one-line changes in fltest/ and pyproject.toml: the tags move, and what they left is gone."""
+    context = copy_build_context(tmp_path / "context")
+    before = dangling_image_ids(docker_client)
+    built = []
+    try:
+        for change in (1, 2):
+            for name in ("fltest/__init__.py", "pyproject.toml"):
+                with (context / name).open("a") as handle:
+                    handle.write(f"# change {change}\n")
+            image = build_fltest_image(docker_client, tag=REBUILD_TAG, context=context, report=lambda line: tier_report(f"rebuild {change}: {line}"))
+            built.append(image.id)
+        left = dangling_image_ids(docker_client) - before
+        assert not left, f"rebuilds left untagged images: {_describe(docker_client, left)}"
+        assert built[0] != built[1]
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(built[0])  # the first rebuild's image, once its tag moved
+    finally:
+        remove_build(docker_client, REBUILD_TAG)
