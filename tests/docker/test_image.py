@@ -31,20 +31,24 @@ def test_image_runs_as_non_root_with_the_fixed_paths(docker_client, fltest_image
     assert fltest_image.labels["org.opencontainers.image.version"] == "0.1.0"
 
 
-def test_fltest_runs_the_example_inside_and_writes_results_on_the_host(docker_client, fltest_image, tmp_path):
+def test_fltest_runs_the_cluster_example_inside_and_writes_results_on_the_host(docker_client, fltest_image, tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     results.chmod(0o777)  # the container's non-root user writes here
     _run(
         docker_client,
         fltest_image,
-        ["fltest", "run", "/examples/digits.yaml", "--results-dir", "/results"],
+        ["fltest", "run", "/examples/cluster.yaml", "--results-dir", "/results"],  # no FLTEST_RAY_ADDRESS: a private Ray
         volumes={str(REPO / "examples"): {"bind": "/examples", "mode": "ro"}, str(results): {"bind": "/results", "mode": "rw"}},
+        shm_size="512m",  # Ray's object store (Docker's default /dev/shm is 64 MB)
     )
-    summary = json.loads((results / "digits-demo" / "reference" / "summary.json").read_text())
-    assert summary["status"] == "completed"
-    assert summary["final"]["accuracy"] > 0.85
-    assert (results / "digits-demo" / "report.png").is_file()
+    for run in ("reference", "flower"):
+        summary = json.loads((results / "digits-cluster" / run / "summary.json").read_text())
+        assert summary["status"] == "completed", summary
+        assert summary["final"]["accuracy"] > 0.85
+    comparison = json.loads((results / "digits-cluster" / "comparison.json").read_text())
+    assert comparison["runs"][1]["max_param_diff_vs_reference"] <= 1e-9
+    assert (results / "digits-cluster" / "report.png").is_file()
 
 
 def _describe(client, image_ids) -> list[str]:
