@@ -108,14 +108,23 @@ class FlowerFederation:
         for index, node in enumerate(nodes):
             export_partition(shards, index, self.path("FLOWER_DATA_DIR") / node)
 
+    def container_name(self, node: str) -> str:
+        """SuperNode ``node``'s container name, also its hostname: what fltest's error lines name."""
+        return f"{self.name}-{node}"
+
     def supernode_service(self, node: str, partition_id: int, num_partitions: int) -> dict:
-        """The compose service of one SuperNode: non-root, its own key and partition, read-only."""
+        """The compose service of one SuperNode: non-root, its own key and partition, read-only.
+
+        Its container name is its hostname (:meth:`container_name`), so a run's error line
+        naming the SuperNode's host names the container to look at.
+        """
         node_config = f'partition-id={partition_id} num-partitions={num_partitions} {DATA_PATH_KEY}="{DATA_MOUNT}"'
         return {
             "image": self.setting("FLTEST_IMAGE"),
             "init": True,
             "user": f"{CONTAINER_UID}:{CONTAINER_UID}",
-            "hostname": node,
+            "container_name": self.container_name(node),
+            "hostname": self.container_name(node),
             "environment": {"FLWR_HOME": "/var/lib/fltest/flwr"},
             "command": [
                 "flower-supernode",

@@ -7,9 +7,12 @@ its Flower App with ``flwr run`` and the run must match the reference backend.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +36,7 @@ NODES = [supernode_name(0), supernode_name(1)]
 ROGUE = supernode_name(2)  # has a key pair, never registered
 ROUNDS = 3
 TIMEOUT_S = 120
+HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
 
 
 def _free_port() -> int:
@@ -146,8 +150,76 @@ def test_run_on_the_federation_matches_the_reference(federation):
     assert runs["flower"]["rounds_completed"] == ROUNDS
     assert_conforms(results / config.name, "flower", ROUNDS)
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
-    assert sorted(summary["client_hosts"]) == NODES  # each partition trained in its own container
+    assert sorted(summary["client_hosts"]) == [federation.container_name(n) for n in NODES]  # each in its own container
     print(f"flower deployment: {ROUNDS} rounds on {len(NODES)} SuperNodes in {elapsed:.1f} s")
+
+
+def _wait_for(ready, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(0.5)
+
+
+def _cli_config(config: ExperimentConfig, root: Path, name: str, **training) -> Path:
+    """The deployment run alone as a YAML file for ``fltest run``, with ``training`` settings changed."""
+    data = config.model_dump(mode="json")
+    data["runs"] = [run for run in data["runs"] if run["framework"] == "flwr"]
+    data["training"].update(training)
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _fltest_run(path: Path, results: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "fltest.cli", "run", str(path), "--results-dir", str(results)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _failure_line(stderr: str) -> str:
+    """The one line ``fltest run`` logs for the failed run."""
+    lines = [line for line in stderr.splitlines() if line.startswith("run flower failed: ")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def _restore(federation, client, node: str) -> float:
+    """Start ``node``'s container if it is not running; seconds until the SuperLink reports it online."""
+    start = time.monotonic()
+    container = _container(federation, client, node, include_stopped=True)
+    container.reload()
+    if container.status != "running":
+        container.start()
+    federation.wait_online([federation.node_ids()[node]], TIMEOUT_S)
+    return time.monotonic() - start
+
+
+def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client, tier_report):
+    """A SuperNode killed mid-run: one line naming its container, partition and the cause, within the heartbeat bound."""
+    federation, config, root = federation
+    victim, bound = NODES[1], HEARTBEAT_S + 30  # + the ServerApp's poll, the log stream, fltest's report
+    results = root / "results-killed"
+    process = _fltest_run(_cli_config(config, root, "killed", rounds=50, round_timeout_s=3 * HEARTBEAT_S), results)
+    metrics = results / config.name / "flower" / "metrics.jsonl"
+    try:
+        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, TIMEOUT_S, "round 1")
+        _container(federation, docker_client, victim).kill()
+        killed = time.monotonic()
+        _, stderr = process.communicate(timeout=bound)
+        elapsed = time.monotonic() - killed
+    finally:
+        if process.poll() is None:
+            process.kill()
+        recovery = _restore(federation, docker_client, victim)
+    tier_report(f"flower: SuperNode killed -> failure line in {elapsed:.1f} s; back online {recovery:.1f} s after its start")
+    assert process.returncode == 1
+    expected = (
+        rf"run flower failed: Flower run \d+: round \d+: client 1 \(SuperNode {federation.container_name(victim)}, "
+        rf"Flower node {federation.node_ids()[victim]}\) failed: node unavailable: no heartbeat for 2 heartbeat "
+        r"intervals \(stopped, or cut off from the SuperLink\)"
+    )
+    assert re.fullmatch(expected, _failure_line(stderr))
+    assert elapsed < bound
 
 
 def test_unregistered_supernode_can_no_longer_connect(federation, docker_client):

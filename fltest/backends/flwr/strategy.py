@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.common.constant import HEARTBEAT_PATIENCE, ErrorCode
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
@@ -14,8 +15,13 @@ from fltest.errors import RunFailed
 from fltest.fedavg import select_clients
 
 
-def discover_partitions(grid: Grid, expected: int, timeout: float) -> dict[int, int]:
-    """Ask every node for its partition id; returns ``{node_id: partition_id}``."""
+def discover_partitions(grid: Grid, expected: int, timeout: float, hosts: dict[int, str] | None = None) -> dict[int, int]:
+    """Ask every node for its partition id; returns ``{node_id: partition_id}``.
+
+    A reply that names its machine (a ``host`` record) is noted in ``hosts`` as
+    ``{node_id: hostname}``. An error reply is matched to its node through the query it
+    answers: the SuperLink's own replies (a node gone) carry the SuperLink's node id.
+    """
     deadline = time.monotonic() + timeout
     while len(node_ids := sorted(grid.get_node_ids())) < expected:
         if time.monotonic() > deadline:
@@ -26,17 +32,27 @@ def discover_partitions(grid: Grid, expected: int, timeout: float) -> dict[int, 
         for node in node_ids
     ]
     mapping = {}
-    for reply in grid.send_and_receive(queries, timeout=max(deadline - time.monotonic(), 1.0)):
+    replies = grid.send_and_receive(queries, timeout=max(deadline - time.monotonic(), 1.0))
+    queried = {query.metadata.message_id: query.metadata.dst_node_id for query in queries}  # ids set by the push
+    for reply in replies:
+        node = queried.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
         if reply.has_error():
-            raise RunFailed(f"client on node {reply.metadata.src_node_id} failed: {_reason(reply)}")
-        mapping[reply.metadata.src_node_id] = int(reply.content["info"]["partition-id"])
+            raise RunFailed(f"client on Flower node {node} failed: {_reason(reply)}")
+        mapping[node] = int(reply.content["info"]["partition-id"])
+        if hosts is not None and HOST_KEY in reply.content:
+            hosts[node] = str(reply.content[HOST_KEY]["hostname"])
     if len(mapping) != expected:
         raise RunFailed(f"{len(mapping)} of {expected} clients answered within {timeout:.0f} s")
     return mapping
 
 
 def _reason(reply: Message) -> str:
-    """The last line of a client's error (the exception itself), not the whole traceback."""
+    """The last line of a client's error (the exception itself), not the whole traceback.
+
+    A node the SuperLink declared gone (no heartbeat) is said so in plain words.
+    """
+    if reply.error.code == ErrorCode.NODE_UNAVAILABLE:
+        return f"node unavailable: no heartbeat for {HEARTBEAT_PATIENCE} heartbeat intervals (stopped, or cut off from the SuperLink)"
     lines = [line for line in reply.error.reason.strip().splitlines() if line.strip()]
     return lines[-1] if lines else f"error code {reply.error.code}"
 
@@ -49,8 +65,13 @@ class SelectedFedAvg(FedAvg):
     ``client_hosts`` collects the machines (Ray nodes) the clients trained on.
     """
 
-    def __init__(self, node_to_partition: dict[int, int], seed: int, fraction: float) -> None:
-        """Train the nodes of ``node_to_partition``; ``seed``/``fraction`` drive the selection."""
+    def __init__(
+        self, node_to_partition: dict[int, int], seed: int, fraction: float, node_names: Mapping[int, str] | None = None
+    ) -> None:
+        """Train the nodes of ``node_to_partition``; ``seed``/``fraction`` drive the selection.
+
+        ``node_names`` (``{node_id: name}``, e.g. ``SuperNode <hostname>``) names a node in error lines.
+        """
         super().__init__(fraction_evaluate=0.0, min_available_nodes=len(node_to_partition))
         self.node_to_partition = node_to_partition
         self.partition_to_node = {p: n for n, p in node_to_partition.items()}
@@ -59,6 +80,8 @@ class SelectedFedAvg(FedAvg):
         self.selected: dict[int, list[int]] = {}
         self.train_metrics: dict[int, dict[str, float]] = {}
         self.client_hosts: set[str] = set()
+        self.node_names = dict(node_names or {})
+        self._sent: dict[int, list[Message]] = {}  # a round's train messages; the grid sets their ids when it pushes
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -68,24 +91,44 @@ class SelectedFedAvg(FedAvg):
         self.selected[server_round] = selected
         config["server-round"] = server_round
         content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
-        return [
+        self._sent[server_round] = [
             Message(content, dst_node_id=self.partition_to_node[p], message_type=MessageType.TRAIN)
             for p in selected
         ]
+        return self._sent[server_round]
+
+    def _client(self, partition: int) -> str:
+        """A client as error lines name it: its partition, and its node where ``node_names`` names it."""
+        node = self.partition_to_node[partition]
+        name = self.node_names.get(node)
+        return f"client {partition} ({name}, Flower node {node})" if name else f"client {partition}"
+
+    def _partitions(self, server_round: int, replies: list[Message]) -> list[int]:
+        """The partition each reply answers for, through the train message it replies to.
+
+        Not through its sender: the SuperLink's error reply for a node gone has the
+        SuperLink's own node id as its source.
+        """
+        sent = {m.metadata.message_id: self.node_to_partition[m.metadata.dst_node_id] for m in self._sent[server_round]}
+        unknown = [r.metadata.reply_to_message_id for r in replies if r.metadata.reply_to_message_id not in sent]
+        if unknown:
+            raise RunFailed(f"round {server_round}: a reply to no message of this round ({unknown[0]!r})")
+        return [sent[r.metadata.reply_to_message_id] for r in replies]
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Check every selected client replied without error, then average in partition order."""
-        replies = sorted(replies, key=lambda m: self.node_to_partition[m.metadata.src_node_id])
-        for reply in replies:
+        replies = list(replies)
+        by_partition = sorted(zip(self._partitions(server_round, replies), replies), key=lambda pair: pair[0])
+        for partition, reply in by_partition:
             if reply.has_error():
-                partition = self.node_to_partition[reply.metadata.src_node_id]
-                raise RunFailed(f"round {server_round}: client {partition} failed: {_reason(reply)}")
-        answered = [self.node_to_partition[m.metadata.src_node_id] for m in replies]
+                raise RunFailed(f"round {server_round}: {self._client(partition)} failed: {_reason(reply)}")
+        answered = [partition for partition, _ in by_partition]
+        replies = [reply for _, reply in by_partition]
         if answered != self.selected[server_round]:
             missing = sorted(set(self.selected[server_round]) - set(answered))
-            raise RunFailed(f"round {server_round}: no reply from clients {missing} in time")
+            raise RunFailed(f"round {server_round}: no reply in time from {', '.join(map(self._client, missing))}")
         self.client_hosts.update(str(m.content[HOST_KEY]["hostname"]) for m in replies)
         arrays, metrics = super().aggregate_train(server_round, replies)
         self.train_metrics[server_round] = {k: float(v) for k, v in (metrics or {}).items()}

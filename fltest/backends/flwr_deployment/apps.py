@@ -8,13 +8,14 @@ does, and reports every round through the run's log.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
-from flwr.app import ConfigRecord, Context, Message
+from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fltest.backends.flwr.client_app import make_client_app, params_to_record, record_to_params
+from fltest.backends.flwr.client_app import HOST_KEY, make_client_app, params_to_record, record_to_params
 from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, NodeShard
@@ -42,7 +43,10 @@ def server_main(grid: Grid, context: Context) -> None:
     config = experiment(context)
     try:
         timeout = config.training.round_timeout_s
-        strategy = SelectedFedAvg(discover_partitions(grid, config.clients, timeout), config.seed, config.training.fraction_fit)
+        hosts: dict[int, str] = {}
+        mapping = discover_partitions(grid, config.clients, timeout, hosts)
+        names = {node: f"SuperNode {host}" for node, host in hosts.items()}
+        strategy = SelectedFedAvg(mapping, config.seed, config.training.fraction_fit, names)
         initial = init_params(config.model, int(context.run_config[FEATURES_KEY]), int(context.run_config[CLASSES_KEY]), config.seed)
 
         def report(server_round: int, arrays) -> None:
@@ -71,8 +75,12 @@ def _node_app(context: Context) -> ClientApp:
 
 @client_app.query()
 def query(msg: Message, context: Context) -> Message:
-    """Answer the partition query (the node's data folder is checked first)."""
-    return _node_app(context)(msg, context)
+    """Answer the partition query with the SuperNode's hostname (the node's data folder is checked first)."""
+    reply = _node_app(context)(msg, context)
+    if reply.has_error() or HOST_KEY in reply.content:
+        return reply
+    content = RecordDict({**dict(reply.content.items()), HOST_KEY: ConfigRecord({"hostname": socket.gethostname()})})
+    return Message(content, reply_to=msg)
 
 
 @client_app.train()
