@@ -96,10 +96,14 @@ def draw_report(experiment_dir: Path) -> Figure:
     runs = read_runs(experiment_dir)
     figure, (acc_ax, loss_ax, time_ax) = plt.subplots(1, 3, figsize=(16, 4.6), width_ratios=(1, 1, 0.9))
     styles = zip(cycle(LINE_STYLES), cycle(MARKERS))
-    for run, label, (style, marker) in zip(runs, legend_labels(runs, reference_run(experiment_dir, runs)), styles):
-        width = 3.0 if run.framework == "reference" else 1.5  # drawn under the others, which stay visible on it
-        kwargs = {"linestyle": style, "marker": marker, "linewidth": width, "markersize": 7 if width > 2 else 5,
-                  "label": label, "alpha": 0.9}  # fmt: skip
+    labels = legend_labels(runs, reference_run(experiment_dir, runs))
+    for index, (run, label, (style, marker)) in enumerate(zip(runs, labels, styles)):
+        # The reference is a wide line underneath; the others are thin lines on it with hollow markers of
+        # growing size, so that curves at the same points stay visible as concentric markers.
+        under = run.framework == "reference"
+        kwargs = {"linestyle": style, "marker": marker, "linewidth": 4.0 if under else 1.5,
+                  "markersize": 6 if under else 7 + 3 * index, "markerfacecolor": None if under else "none",
+                  "markeredgewidth": 1.5, "zorder": 2 if under else 3, "label": label}  # fmt: skip
         acc_ax.plot(run.rounds, run.accuracy, **kwargs)
         loss_ax.plot(run.rounds, run.loss, **kwargs)
     for axis, title in ((acc_ax, "test accuracy"), (loss_ax, "test loss")):
@@ -126,6 +130,8 @@ def _draw_times(axis: plt.Axes, runs: list[RunCurves]) -> None:
     axis.set_yticks(list(positions), [run.name for run in runs])
     axis.invert_yaxis()
     axis.set_xscale("log")
+    shown = [v for v in (*setup, *per_round) if v > 0] or [1.0]
+    axis.set_xlim(min(shown) / 3, max(shown) * 8)  # room for the value labels
     axis.set_xlabel("seconds (log scale)")
     axis.set_title("time: setup and wall time per round")
     axis.legend(fontsize="small", loc="lower right")
