@@ -42,23 +42,39 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+TOKEN_OUTCOMES = {
+    "created": "created",
+    "kept": "exists, kept",
+    "replaced": "was an empty directory (Docker makes one for a missing token): replaced by a new token",
+}
+
+
+def _ensure_token(project) -> None:
+    """Create (or replace Docker's empty directory with) the Ray token, saying so; keep a good one quietly."""
+    from deploy.secrets import ensure_ray_token
+
+    path = _token_path(project)
+    outcome = ensure_ray_token(path)
+    if outcome != "kept":
+        print(f"{path}: {TOKEN_OUTCOMES[outcome]}")
+
+
 def _token(args: argparse.Namespace) -> int:
     from deploy.secrets import ensure_ray_token
 
     path = _token_path(_project(args))
-    print(f"{path}: {'created' if ensure_ray_token(path) else 'exists, kept'}")
+    print(f"{path}: {TOKEN_OUTCOMES[ensure_ray_token(path)]}")
     return 0
 
 
 def _up(args: argparse.Namespace) -> int:
     from deploy.readiness import wait_until_ready
-    from deploy.secrets import ensure_ray_token
 
     client, project = docker_client(), _project(args)
     image = project.setting("FLTEST_IMAGE")
     if not client.images.list(name=image):
         raise InputError(f"FLTEST_IMAGE={image}: image not found (build it: fltest-deploy build)")
-    ensure_ray_token(_token_path(project))
+    _ensure_token(project)
     project.up()
     state = wait_until_ready(project, client, args.timeout)
     print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
@@ -77,7 +93,7 @@ def _status(args: argparse.Namespace) -> int:
     from deploy.readiness import cluster_state
 
     client, project = docker_client(), _project(args)
-    state = cluster_state(project, client, project.shape())
+    state = cluster_state(project, client)
     print(f"{'container':32} {'state':10} {'health':10} {'CPU limit':>9} {'Ray CPUs':>8}")
     for c in project.containers(client, include_stopped=True):
         health = c.attrs["State"].get("Health", {}).get("Status", "-")
@@ -94,6 +110,15 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)  # bad input fails here, before the cluster is touched
     head = _project(args).head(docker_client())
     return run_in_head(head, Path(args.config), config, Path(args.results_dir))
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from deploy.logs import print_node_logs, select_nodes
+
+    client, project = docker_client(), _project(args)
+    for container in select_nodes(project.containers(client, include_stopped=True), args.node):
+        print_node_logs(container, args.lines, args.file)
+    return 0
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -136,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config")
     run.add_argument("--results-dir", default="results", help="host folder for the results (default: results)")
     run.set_defaults(handler=_run)
+
+    logs = sub.add_parser("logs", help="a node's container log and Ray logs (/tmp/ray/session_latest/logs)")
+    logs.add_argument("node", nargs="?", help="container name, service (ray-head, ray-worker) or name's end (ray-worker_1); default: every node")
+    logs.add_argument("--lines", type=int, default=40, help="last lines of each log (default 40)")
+    logs.add_argument("--file", action="append", help="a Ray log file to show instead of raylet/gcs_server (repeatable)")
+    logs.set_defaults(handler=_logs)
 
     down = sub.add_parser("down", help="remove every container, network and volume of the kit")
     down.set_defaults(handler=_down)

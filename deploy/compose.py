@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -44,6 +45,23 @@ def dotenv_value(path: Path, key: str) -> str | None:
     return None
 
 
+REASON_MAX_CHARS = 300
+_GENERIC_LINES = ("Encountered errors while bringing up the project.",)
+
+
+def compose_reason(stderr: str) -> str:
+    """Compose's own reason for a failure, as one trimmed line: its last error line, else its last line.
+
+    docker-compose 1.29 repeats ``ERROR: for <container>  <reason>`` per container and service and
+    ends with a generic line; compose v2 ends with ``Error response from daemon: <reason>``.
+    """
+    lines = [re.sub(r"^ERROR: (for \S+\s+)?", "", line.strip()) for line in stderr.splitlines()]
+    lines = [" ".join(line.split()) for line in lines if line.strip() and line.strip() not in _GENERIC_LINES]
+    errors = [line for line in lines if re.match(r"(?i)(error|cannot|service |container |invalid)", line)]
+    reason = (errors or lines or [""])[-1]
+    return reason if len(reason) <= REASON_MAX_CHARS else reason[: REASON_MAX_CHARS - 3] + "..."
+
+
 @dataclass(frozen=True)
 class ClusterShape:
     """What the compose settings ask for: the node count and the CPUs of each node."""
@@ -51,6 +69,7 @@ class ClusterShape:
     head_cpus: float
     workers: int
     worker_cpus: float
+    worker_cpu_total: float | None = None  # when the workers' CPUs differ (containers as they are)
 
     @property
     def nodes(self) -> int:
@@ -60,7 +79,8 @@ class ClusterShape:
     @property
     def cpus(self) -> float:
         """Total logical CPUs of the cluster."""
-        return self.head_cpus + self.workers * self.worker_cpus
+        workers = self.workers * self.worker_cpus if self.worker_cpu_total is None else self.worker_cpu_total
+        return self.head_cpus + workers
 
 
 @dataclass
@@ -84,23 +104,38 @@ class ComposeProject:
         """A setting's effective value: an override, the environment, then the ``.env`` file."""
         return self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / ".env", key)
 
-    def compose(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
-        """Run the compose CLI on this project; a failure raises with compose's last line."""
-        command = [*compose_cli(), "--project-name", self.name, "--project-directory", str(self.directory),
+    def compose(self, *args: str) -> subprocess.CompletedProcess:
+        """Run the compose CLI on this project, its output captured; a failure raises one line with compose's reason."""
+        tool = compose_cli()
+        command = [*tool, "--project-name", self.name, "--project-directory", str(self.directory),
                    "-f", str(self.directory / "docker-compose.yml"), *args]  # fmt: skip
         env = {**os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
-        result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=capture)
+        result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=True)
         if result.returncode != 0:
-            detail = (result.stderr or "").strip().splitlines()[-1:] if capture else []
-            raise FLTestError(f"{' '.join(command[:2])} {args[0]} failed (exit {result.returncode}){': ' + detail[0] if detail else ''}")
+            reason = compose_reason(result.stderr) or "no reason given"
+            raise FLTestError(f"{' '.join(tool)} {args[0]} (project {self.name}) failed (exit {result.returncode}): {reason}")
         return result
 
     def shape(self) -> ClusterShape:
         """The node count and CPUs the settings give, read from compose's own resolved config."""
-        services = yaml.safe_load(self.compose("config", capture=True).stdout)["services"]
+        services = yaml.safe_load(self.compose("config").stdout)["services"]
         head, worker = services[HEAD_SERVICE], services[WORKER_SERVICE]
         workers = worker.get("scale", worker.get("deploy", {}).get("replicas", 1))
         return ClusterShape(head_cpus=float(head["cpus"]), workers=int(workers), worker_cpus=float(worker["cpus"]))
+
+    def deployed_shape(self, client) -> ClusterShape | None:
+        """The shape of the node containers the project has (running or stopped), or ``None`` if it has no head.
+
+        ``status`` and ``wait`` check this, the cluster that was brought up (``up --workers 4``),
+        not the settings; each node's CPUs are its container's CPU quota (= Ray's ``--num-cpus``).
+        """
+        heads = self.containers(client, HEAD_SERVICE, include_stopped=True)
+        if not heads:
+            return None
+        workers = self.containers(client, WORKER_SERVICE, include_stopped=True)
+        cpus = [c.attrs["HostConfig"]["NanoCpus"] / 1e9 for c in workers]
+        return ClusterShape(head_cpus=heads[0].attrs["HostConfig"]["NanoCpus"] / 1e9, workers=len(workers),
+                            worker_cpus=max(cpus, default=0.0), worker_cpu_total=sum(cpus))  # fmt: skip
 
     def containers(self, client, service: str | None = None, include_stopped: bool = False) -> list:
         """The project's containers (of one service), oldest first."""

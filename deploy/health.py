@@ -1,11 +1,14 @@
-"""A container healthcheck: the node's Ray ports accept connections (standard library only).
+"""A container healthcheck: the node's Ray ports accept connections, and a worker reaches its head (standard library only).
 
-``python -m deploy.health 6379 6380`` exits 0 when every port listed accepts a TCP
-connection on this node's address, 1 (naming the port) otherwise.
+``python -m deploy.health 6380 6381 --head ray-head:6379`` exits 0 when every port listed
+accepts a TCP connection on this node's address and, with ``--head``, the head's GCS
+accepts one too (a worker cut off from the head is no member of the cluster); 1 with one
+line naming what failed otherwise.
 """
 
 from __future__ import annotations
 
+import argparse
 import socket
 import sys
 from collections.abc import Sequence
@@ -23,13 +26,31 @@ def closed_ports(host: str, ports: Sequence[int], timeout_s: float = 2.0) -> lis
     return closed
 
 
+def head_unreachable(address: str, timeout_s: float = 2.0) -> str | None:
+    """Why the head at ``<host>:<port>`` cannot be reached (one phrase), or ``None`` when it accepts a connection."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"head {address} unreachable ({exc.strerror or exc})"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Check the ports given on the command line against this node's own address."""
-    ports = [int(p) for p in (sys.argv[1:] if argv is None else argv)]
+    """Check the ports given on the command line against this node's own address, and the head if given."""
+    parser = argparse.ArgumentParser(prog="python -m deploy.health", description=__doc__.splitlines()[0])
+    parser.add_argument("ports", nargs="+", type=int, help="this node's ports that must accept connections")
+    parser.add_argument("--head", help="a worker's head, <host>:<port>: must accept a connection too")
+    args = parser.parse_args(argv)
     host = socket.gethostbyname(socket.gethostname())
-    closed = closed_ports(host, ports)
+    problems = []
+    closed = closed_ports(host, args.ports)
     if closed:
-        sys.exit(f"not listening on {host}: port(s) {', '.join(map(str, closed))}")
+        problems.append(f"not listening on {host}: port(s) {', '.join(map(str, closed))}")
+    if args.head and (unreachable := head_unreachable(args.head)):
+        problems.append(unreachable)
+    if problems:
+        sys.exit("; ".join(problems))
 
 
 if __name__ == "__main__":

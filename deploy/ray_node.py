@@ -6,7 +6,11 @@ module, so every node of a cluster listens on the same, documented ports::
     python -m deploy.ray_node head --num-cpus 2
     python -m deploy.ray_node worker --address 10.0.0.1:6379 --num-cpus 4 --node-ip-address 10.0.0.2
 
-It replaces itself with ``ray start ... --block`` (the container's main process).
+It replaces itself with ``ray start ... --block`` (the container's main process). It refuses
+to start, with one line on stderr and exit code :data:`REFUSED` (78, ``EX_CONFIG``), without
+token authentication or without a usable token file (a non-empty regular file it can read):
+a restart cannot cure that. ``--refused-exit-code 0`` makes the refusal a clean stop, so
+that a container restart policy of ``on-failure`` (compose/docker-compose.yml) does not loop.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+
+from deploy.secrets import TOKEN_HINT, token_problem
 
 #: Every port a node listens on; open these between the cluster's nodes, never to the world.
 PORTS: dict[str, int] = {
@@ -31,6 +37,7 @@ PORTS: dict[str, int] = {
 #: Ports of Ray's worker processes (one per worker process), inclusive.
 WORKER_PORTS = (10002, 10100)
 TOKEN_PATH_VARIABLE = "RAY_AUTH_TOKEN_PATH"
+REFUSED = 78  # EX_CONFIG: the node's settings are wrong, starting again will not help
 
 
 def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None) -> list[str]:
@@ -60,13 +67,17 @@ def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str |
     return args
 
 
-def check_token() -> None:
-    """Refuse to start without token authentication: an open Ray port runs anyone's code."""
+def token_refusal() -> str | None:
+    """Why this node must not start (one line), or ``None``: token authentication on, token file usable."""
     if os.environ.get("RAY_AUTH_MODE") != "token":
-        sys.exit("deploy.ray_node: RAY_AUTH_MODE must be 'token' (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH)")
+        return "deploy.ray_node: RAY_AUTH_MODE must be 'token' (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH)"
     path = os.environ.get(TOKEN_PATH_VARIABLE, "")
-    if not path or not os.access(path, os.R_OK):
-        sys.exit(f"deploy.ray_node: {TOKEN_PATH_VARIABLE}={path or '(unset)'}: the Ray token file is missing or unreadable")
+    if not path:
+        return f"deploy.ray_node: {TOKEN_PATH_VARIABLE} is unset: the Ray token file is needed"
+    problem = token_problem(path)
+    if problem:
+        return f"deploy.ray_node: {TOKEN_PATH_VARIABLE}={path}: {problem} ({TOKEN_HINT} on the host)"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -77,12 +88,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--object-store-bytes", type=int, default=200 * 1024**2)
     parser.add_argument("--address", help="worker: the head's <host>:6379")
     parser.add_argument("--node-ip-address", help="the node's cluster IP (needed with host networking)")
+    parser.add_argument("--refused-exit-code", type=int, default=REFUSED,
+                        help=f"exit code of a refusal to start (default {REFUSED}; 0 with restart: on-failure)")
     args = parser.parse_args(argv)
     if args.role == "worker" and not args.address:
         parser.error("--address: a worker needs the head's <host>:6379")
     if args.num_cpus < 1:
         parser.error("--num-cpus: must be at least 1")
-    check_token()
+    refusal = token_refusal()
+    if refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        sys.exit(args.refused_exit_code)
     command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address)
     sys.stdout.flush()
     os.execvp(command[0], command)

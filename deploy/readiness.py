@@ -36,8 +36,13 @@ def live_ray_nodes(head) -> list[dict]:
     return json.loads(result.output[0].decode().strip().splitlines()[-1])
 
 
-def cluster_state(project: ComposeProject, client, shape: ClusterShape) -> ClusterState:
-    """Match Ray's live nodes with the project's containers by hostname."""
+def cluster_state(project: ComposeProject, client) -> ClusterState:
+    """Match Ray's live nodes with the project's containers by hostname.
+
+    Expected: the node containers the project has (:meth:`ComposeProject.deployed_shape`), or,
+    before any exists, what the settings ask for.
+    """
+    shape = project.deployed_shape(client) or project.shape()
     containers = project.containers(client, include_stopped=True)
     heads = [c for c in containers if c.labels.get(SERVICE_LABEL) == HEAD_SERVICE and c.status == "running"]
     ray_nodes = live_ray_nodes(heads[0]) if heads else []
@@ -50,14 +55,14 @@ def cluster_state(project: ComposeProject, client, shape: ClusterShape) -> Clust
 
 
 def wait_until_ready(project: ComposeProject, client, timeout_s: float = 180.0) -> ClusterState:
-    """Poll until Ray lists every node with the pinned CPU total; fail naming what is missing."""
-    shape = project.shape()
+    """Poll until Ray lists every node container with the pinned CPU total; fail naming what is missing."""
     deadline = time.monotonic() + timeout_s
     last = ""
     while True:
-        state = cluster_state(project, client, shape)
+        state = cluster_state(project, client)
         if state.ready:
             return state
+        shape = state.shape
         summary = f"{len(state.nodes)}/{shape.nodes} nodes, {state.cpus:g}/{shape.cpus:g} CPUs"
         if summary != last:
             print(f"[wait] Ray reports {summary}", file=sys.stderr, flush=True)

@@ -10,10 +10,11 @@ import sys
 
 import pytest
 
-from deploy.compose import ComposeProject, compose_cli
-from deploy.health import closed_ports
-from deploy.ray_node import PORTS, WORKER_PORTS, start_args
-from deploy.secrets import ensure_ray_token
+from deploy.compose import ComposeProject, compose_cli, compose_reason
+from deploy.health import closed_ports, head_unreachable
+from deploy.ray_node import PORTS, REFUSED, WORKER_PORTS, start_args
+from deploy.secrets import ensure_ray_token, token_problem
+from fltest.errors import FLTestError, InputError
 
 
 def _flag(args: list[str], name: str) -> str | None:
@@ -45,14 +46,109 @@ def test_a_node_refuses_to_start_without_token_authentication(env):
 
 def test_the_token_is_created_once_and_kept_private(tmp_path):
     path = tmp_path / "secrets" / "ray_token"
-    assert ensure_ray_token(path) is True
+    assert ensure_ray_token(path) == "created"
     token = path.read_text()
     assert len(token) == 64 and int(token, 16) >= 0
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)  # read-only
     if os.geteuid() == 0:
         assert (path.stat().st_uid, stat.S_IMODE(path.stat().st_mode)) == (10001, 0o400)
-    assert ensure_ray_token(path) is False and path.read_text() == token  # never overwritten
+    assert ensure_ray_token(path) == "kept" and path.read_text() == token  # never overwritten
+    assert token_problem(path, 10001) is None and token_problem(path) is None
+
+
+def _bad_token(kind: str, path):
+    """A token path that is not a usable token: a directory with a file, an empty file, unreadable by 10001."""
+    if kind == "directory":
+        path.mkdir()
+        (path / "stray").write_text("x")
+    else:
+        path.write_text("" if kind == "empty" else "f" * 64)
+        os.chmod(path, 0o400 if kind == "unreadable" else 0o444)
+        if kind == "unreadable":
+            os.chown(path, 12345, 12345) if os.geteuid() == 0 else os.chmod(path, 0o000)
+
+
+BAD_TOKENS = {
+    "directory": "is a directory, not the token file",
+    "empty": "is empty",
+    "unreadable": "is not readable by uid 10001 (mode 0400, owner 12345)" if os.geteuid() == 0 else "is not readable by uid 10001 (mode 0000",
+}
+
+
+def test_an_empty_directory_docker_made_is_replaced_by_a_token_saying_so(tmp_path):
+    path = tmp_path / "secrets" / "ray_token"
+    path.mkdir(parents=True)  # what a bind mount of a missing token leaves behind
+    result = subprocess.run([sys.executable, "-m", "deploy", "token"], env={**os.environ, "RAY_TOKEN_FILE": str(path)},
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines() == [
+        f"{path}: was an empty directory (Docker makes one for a missing token): replaced by a new token"
+    ]
+    assert path.is_file() and len(path.read_text()) == 64
+
+
+@pytest.mark.parametrize("kind", BAD_TOKENS)
+def test_an_unusable_token_is_one_line_and_exit_2_from_the_tools(tmp_path, kind):
+    path = tmp_path / "ray_token"
+    _bad_token(kind, path)
+    assert token_problem(path, 10001).startswith(BAD_TOKENS[kind])
+    result = subprocess.run([sys.executable, "-m", "deploy", "token"], env={**os.environ, "RAY_TOKEN_FILE": str(path)},
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    problem = token_problem(path, 10001)
+    assert line == f"fltest-deploy: error: Ray token {path}: {problem} (remove it, then run: fltest-deploy token)"
+    with pytest.raises(InputError):
+        ensure_ray_token(path)  # `up` refuses it the same way, before compose
+
+
+@pytest.mark.parametrize("kind", ["directory", "empty"])
+def test_a_node_refuses_an_unusable_token_file_with_one_line(tmp_path, kind):
+    path = tmp_path / "ray_token"
+    _bad_token(kind, path)
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+    for extra, code in (([], REFUSED), (["--refused-exit-code", "0"], 0)):
+        result = subprocess.run([sys.executable, "-m", "deploy.ray_node", "head", "--num-cpus", "1", *extra],
+                                env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert result.returncode == code
+        assert result.stderr.strip().splitlines() == [
+            f"deploy.ray_node: RAY_AUTH_TOKEN_PATH={path}: {BAD_TOKENS[kind]} (run: fltest-deploy token on the host)"
+        ]
+
+
+COMPOSE_129_FAILURE = """Creating network "p_cluster" with the default driver
+Creating p_ray-head_1 ...
+Creating p_ray-head_1 ... error
+
+ERROR: for p_ray-head_1  Cannot create container for service ray-head: invalid mount config for type "bind": bind source path does not exist: /x/ray_token
+
+ERROR: for ray-head  Cannot create container for service ray-head: invalid mount config for type "bind": bind source path does not exist: /x/ray_token
+Encountered errors while bringing up the project.
+"""
+
+
+def test_compose_s_reason_is_its_last_error_line_trimmed():
+    assert compose_reason(COMPOSE_129_FAILURE) == (
+        'Cannot create container for service ray-head: invalid mount config for type "bind": bind source path does not exist: /x/ray_token'
+    )
+    v2 = " Container p-ray-head-1  Creating\nError response from daemon: Requested CPUs are not available\n"
+    assert compose_reason(v2) == "Error response from daemon: Requested CPUs are not available"
+    assert len(compose_reason("ERROR: " + "x" * 1000)) == 300
+    assert compose_reason("") == ""
+
+
+def test_a_compose_failure_is_one_line_with_compose_s_reason(tmp_path):
+    try:
+        tool = compose_cli()
+    except Exception as exc:
+        pytest.skip(f"no compose tool: {exc}")
+    (tmp_path / "docker-compose.yml").write_text("services:\n  ray-head:\n    image: x\n    cpus: [not, a, number]\n")
+    with pytest.raises(FLTestError) as failure:
+        ComposeProject(directory=tmp_path, name="fltest-bad").compose("config")
+    message = str(failure.value)
+    assert message.startswith(f"{' '.join(tool)} config (project fltest-bad) failed (exit 1): ") and "cpus" in message
+    assert "\n" not in message
 
 
 def test_the_health_check_names_the_closed_ports():
@@ -64,6 +160,8 @@ def test_the_health_check_names_the_closed_ports():
             probe.bind(("127.0.0.1", 0))
             closed_port = probe.getsockname()[1]  # bound, not listening: refuses connections
             assert closed_ports("127.0.0.1", [open_port, closed_port]) == [closed_port]
+            assert head_unreachable(f"127.0.0.1:{open_port}") is None
+            assert head_unreachable(f"127.0.0.1:{closed_port}") == f"head 127.0.0.1:{closed_port} unreachable (Connection refused)"
 
 
 def test_the_settings_shape_the_cluster(tmp_path):
@@ -86,3 +184,4 @@ def test_a_bad_config_is_refused_on_the_host_before_any_container(tmp_path):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"fltest-deploy: error: {config}: ")
     assert not (tmp_path / "out").exists()
+

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -10,7 +14,7 @@ import docker
 import pytest
 import yaml
 
-from deploy.compose import HEAD_SERVICE, WORKER_SERVICE, ComposeProject
+from deploy.compose import COMPOSE_DIR, HEAD_SERVICE, WORKER_SERVICE, ComposeProject, compose_cli
 from deploy.head_run import run_in_head
 from deploy.images import IMAGE
 from deploy.readiness import wait_until_ready
@@ -23,6 +27,22 @@ pytestmark = pytest.mark.docker
 
 PROJECT = "fltest-test"  # not the default project: a user's own emulation is left alone
 READY_TIMEOUT_S = 240
+SETTINGS = {"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1"}
+
+
+def _env(project: str, token, **settings) -> dict[str, str]:
+    """The environment of a plain compose or fltest-deploy call on ``project`` with ``token``."""
+    return {**os.environ, **SETTINGS, "COMPOSE_PROJECT_NAME": project, "RAY_TOKEN_FILE": str(token), **settings}
+
+
+def _fltest_deploy(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``fltest-deploy <args>`` as an operator types it, in its own process."""
+    return subprocess.run([sys.executable, "-m", "deploy", *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _plain_compose(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """``docker-compose <args>`` (or ``docker compose``) run in compose/, as the README allows."""
+    return subprocess.run([*compose_cli(), *args], cwd=COMPOSE_DIR, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +50,7 @@ def emulation(docker_client, fltest_image, tier_report, tmp_path_factory):
     """Head + 2 workers, 1 CPU each, with a fresh token; removed (containers, network, volume) after."""
     token = tmp_path_factory.mktemp("secrets") / "ray_token"
     ensure_ray_token(token)
-    project = ComposeProject(
-        name=PROJECT,
-        overrides={"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1",
-                   "RAY_TOKEN_FILE": str(token)},
-    )  # fmt: skip
+    project = ComposeProject(name=PROJECT, overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)})
     project.down()  # a run killed earlier may have left it behind
     start = time.monotonic()
     project.up()
@@ -129,6 +145,86 @@ def test_flwr_run_in_the_head_uses_all_nodes_and_matches_the_reference(emulation
     last_round = json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])
     assert "update_norm" in last_round["train"]  # the workers imported the config's hooks module
     assert (experiment / "report.png").is_file()
+
+
+def test_status_and_wait_check_the_workers_that_run_not_the_settings(emulation, docker_client):
+    """``up --workers 4`` with RAY_WORKERS=2 in the settings: status and wait expect the 5 nodes that run."""
+    env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
+    up = _fltest_deploy(env, "up", "--workers", "4")
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip().splitlines()[-1] == "ready: 5 nodes, 5 CPUs"
+    try:
+        status = _fltest_deploy(env, "status", timeout=120)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert status.stdout.strip().splitlines()[-1] == "ready: 5/5 nodes, 5/5 CPUs"
+        wait = _fltest_deploy(env, "wait", "--timeout", "60", timeout=120)
+        assert (wait.returncode, wait.stdout.strip()) == (0, "ready: 5 nodes, 5 CPUs"), wait.stderr
+    finally:
+        emulation.up()  # back to the settings' 2 workers
+    assert len(wait_until_ready(emulation, docker_client, READY_TIMEOUT_S).nodes) == 3
+
+
+def test_plain_compose_up_without_a_token_stops_at_once_and_makes_no_directory(docker_client, fltest_image, tmp_path):
+    token = tmp_path / "secrets" / "ray_token"  # never created
+    env = _env("fltest-test-notoken", token)
+    try:
+        start = time.monotonic()
+        result = _plain_compose(env, "up", "-d")
+        elapsed = time.monotonic() - start
+        assert result.returncode != 0
+        reason = f'Cannot create container for service ray-head: invalid mount config for type "bind": bind source path does not exist: {token}'
+        assert f"ERROR: for ray-head  {reason}" in result.stderr.splitlines()
+        assert elapsed < 30
+        assert not token.exists()  # no directory made in its place
+        assert not ComposeProject(name="fltest-test-notoken").containers(docker_client, include_stopped=True)
+        with pytest.raises(Exception) as failure:  # the tools' own compose call says the same, in one line
+            ComposeProject(name="fltest-test-notoken", overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}).up()
+        assert str(failure.value) == f"{' '.join(compose_cli())} up (project fltest-test-notoken) failed (exit 1): {reason}"
+    finally:
+        _plain_compose(env, "down", "--volumes")
+
+
+def test_a_node_refuses_a_directory_as_token_with_one_line_and_no_restart_loop(docker_client, fltest_image, tmp_path):
+    token = tmp_path / "ray_token"
+    token.mkdir()
+    (token / "stray").write_text("not a token")  # a directory that is not Docker's empty one
+    env = _env("fltest-test-dirtoken", token)
+    project = ComposeProject(name="fltest-test-dirtoken")
+    try:
+        start = time.monotonic()
+        result = _plain_compose(env, "up", "-d")
+        elapsed = time.monotonic() - start
+        assert result.returncode != 0 and elapsed < 60  # the workers wait for a healthy head: it stopped
+        time.sleep(15)  # time for a restart loop to show
+        (head,) = project.containers(docker_client, HEAD_SERVICE, include_stopped=True)
+        head.reload()
+        assert (head.status, head.attrs["State"]["ExitCode"], head.attrs["RestartCount"]) == ("exited", 0, 0)
+        assert head.logs().decode().strip().splitlines() == [
+            "deploy.ray_node: RAY_AUTH_TOKEN_PATH=/run/secrets/ray_token: is a directory, not the token file "
+            "(run: fltest-deploy token on the host)"
+        ]
+        up = _fltest_deploy(env, "up", timeout=60)  # the tools refuse it before compose
+        assert up.returncode == 2
+        assert up.stderr.strip().splitlines() == [
+            f"fltest-deploy: error: Ray token {token}: is a directory, not the token file (remove it, then run: fltest-deploy token)"
+        ]
+    finally:
+        _plain_compose(env, "down", "--volumes")
+
+
+def test_a_compose_failure_names_compose_s_reason_in_one_line(docker_client, fltest_image, tmp_path):
+    token = tmp_path / "ray_token"
+    ensure_ray_token(token)
+    env = _env("fltest-test-cpuset", token, RAY_HEAD_CPUSET="999")  # no such host CPU
+    try:
+        result = _fltest_deploy(env, "up", timeout=120)
+        assert result.returncode == 1
+        (line,) = result.stderr.strip().splitlines()
+        expected = (f"fltest-deploy: error: {' '.join(compose_cli())} up (project fltest-test-cpuset) failed (exit 1): "
+                    "Cannot create container for service ray-head: Requested CPUs are not available - requested 999, available: ")
+        assert line.startswith(expected) and re.fullmatch(r"[0-9,-]+", line[len(expected):])
+    finally:
+        _fltest_deploy(env, "down", timeout=120)
 
 
 def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_cluster(emulation, docker_client, tmp_path):
