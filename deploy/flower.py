@@ -25,7 +25,7 @@ from deploy.tls import TlsFiles, ensure_tls
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, export_partition
 from fltest.data.shards import ShardSet
-from fltest.errors import FLTestError, InputError
+from fltest.errors import FLTestError, InputError, RunFailed
 
 ENV_FILE = "flower.env"
 COMPOSE_FILE = "flower.yml"
@@ -42,6 +42,19 @@ def supernode_name(index: int) -> str:
     return f"supernode-{index}"
 
 
+def restrict_partition(folder: Path, container_uid: int = CONTAINER_UID) -> None:
+    """Make an exported partition readable by its owner and the container user only.
+
+    Folders 0750, files 0640. Run as root, they belong to the container user; otherwise they
+    keep the owner's group, which the SuperNode's container joins (``group_add``).
+    """
+    as_root = os.geteuid() == 0
+    for path in [folder, *folder.rglob("*")]:
+        if as_root:
+            os.chown(path, container_uid, container_uid)
+        path.chmod(0o750 if path.is_dir() else 0o640)
+
+
 @dataclass
 class FlowerFederation:
     """The Flower emulation's compose project, its secrets, partitions and generated SuperNodes."""
@@ -52,13 +65,13 @@ class FlowerFederation:
     generated_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        """Resolve the project name and the generated folder (``<compose>/.generated`` by default)."""
+        """Resolve the project name and the generated folder (``FLOWER_GENERATED_DIR``, ``<compose>/.generated`` by default)."""
         self.name = self.name or self.setting("COMPOSE_PROJECT_NAME") or "fltest-flower"
-        self.generated_dir = self.generated_dir or self.directory / ".generated"
+        self.generated_dir = self.generated_dir or (self.directory / self.setting("FLOWER_GENERATED_DIR", ".generated")).resolve()
 
-    def setting(self, key: str) -> str:
-        """A setting: an override, the environment, then ``flower.env``; a missing one is an error."""
-        value = self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / ENV_FILE, key)
+    def setting(self, key: str, default: str | None = None) -> str:
+        """A setting: an override, the environment, then ``flower.env``, then ``default``; a missing one is an error."""
+        value = self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / ENV_FILE, key) or default
         if not value:
             raise InputError(f"{self.directory / ENV_FILE}: {key} is not set")
         return value
@@ -105,8 +118,10 @@ class FlowerFederation:
         """Export partition ``i`` of ``shards`` into node ``nodes[i]``'s data folder."""
         if len(nodes) != shards.num_clients:
             raise InputError(f"FLOWER_SUPERNODES={len(nodes)}: the experiment has {shards.num_clients} clients")
+        data_dir = self.path("FLOWER_DATA_DIR")
         for index, node in enumerate(nodes):
-            export_partition(shards, index, self.path("FLOWER_DATA_DIR") / node)
+            restrict_partition(export_partition(shards, index, data_dir / node))
+        data_dir.chmod(0o700)  # the SuperNodes mount their own folder; nobody else lists them
 
     def container_name(self, node: str) -> str:
         """SuperNode ``node``'s container name, also its hostname: what fltest's error lines name."""
@@ -119,10 +134,13 @@ class FlowerFederation:
         naming the SuperNode's host names the container to look at.
         """
         node_config = f'partition-id={partition_id} num-partitions={num_partitions} {DATA_PATH_KEY}="{DATA_MOUNT}"'
+        data = self.path("FLOWER_DATA_DIR") / node
+        group = data.stat().st_gid if data.is_dir() else CONTAINER_UID
         return {
             "image": self.setting("FLTEST_IMAGE"),
             "init": True,
             "user": f"{CONTAINER_UID}:{CONTAINER_UID}",
+            **({"group_add": [str(group)]} if group != CONTAINER_UID else {}),  # reads a partition of a non-root owner
             "container_name": self.container_name(node),
             "hostname": self.container_name(node),
             "environment": {"FLWR_HOME": "/var/lib/fltest/flwr"},
@@ -140,7 +158,7 @@ class FlowerFederation:
             ],
             "networks": ["flower"],
             "depends_on": {SUPERLINK_SERVICE: {"condition": "service_healthy"}},
-            "restart": "no",  # a refused node exits (code 305) and stays down, visibly
+            "restart": "unless-stopped",  # back after a crash or a SuperLink restart; a refused key (exit 305) keeps retrying
             "healthcheck": {
                 "test": ["CMD", "python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9094/health', timeout=4)"],
                 "interval": "5s", "timeout": "5s", "retries": 12,
@@ -189,8 +207,19 @@ class FlowerFederation:
         return json.loads(path.read_text()) if path.is_file() else {}
 
     def registered(self) -> list[dict]:
-        """The SuperNodes the SuperLink knows (``node-id``, ``status``: registered, online, unregistered...)."""
-        return list(flwr_json(self.flwr_home, "supernode", "list", CONNECTION)["nodes"])
+        """The SuperNodes the SuperLink knows (``node-id``, ``status``: registered, online, unregistered...).
+
+        A SuperLink that does not answer is one line naming it (:class:`RunFailed`).
+        """
+        try:
+            return list(flwr_json(self.flwr_home, "supernode", "list", CONNECTION)["nodes"])
+        except RunFailed as exc:
+            raise RunFailed(f"SuperLink {self.address} (project {self.name}): {exc}") from None
+
+    def known_node_ids(self, nodes: list[dict] | None = None) -> dict[str, int]:
+        """The saved node ids (:meth:`node_ids`) that the SuperLink still knows (``nodes``: its :meth:`registered`)."""
+        known = {int(node["node-id"]) for node in (self.registered() if nodes is None else nodes)}
+        return {name: node_id for name, node_id in self.node_ids().items() if node_id in known}
 
     def unregister(self, node_id: int) -> None:
         """Remove node ``node_id`` from the SuperLink: its key no longer connects."""

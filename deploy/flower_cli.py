@@ -9,6 +9,7 @@ from pathlib import Path
 
 from deploy.flower import FlowerFederation, supernode_name
 from fltest.command import run_command
+from fltest.errors import FLTestError
 
 
 def _federation(args: argparse.Namespace) -> FlowerFederation:
@@ -53,7 +54,7 @@ def _up(args: argparse.Namespace) -> int:
     federation.write_supernodes({node: i for i, node in enumerate(nodes)}, len(nodes))
     federation.up("superlink")
     federation.wait_superlink(client, args.timeout)
-    known = federation.node_ids() if federation.registered() else {}  # a restarted SuperLink knows no key
+    known = federation.known_node_ids()  # a SuperLink that lost its state knows no key: register again
     federation.save_node_ids({**known, **{node: federation.register(node) for node in nodes if node not in known}})
     federation.up(*nodes)
     federation.wait_online([federation.node_ids()[node] for node in nodes], args.timeout)
@@ -67,10 +68,17 @@ def _register(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    """Print the SuperNodes the SuperLink knows; exit 1 if it knows none, or not the ones ``up`` registered."""
     federation = _federation(args)
     names = {node_id: name for name, node_id in federation.node_ids().items()}
-    for node in federation.registered():
+    nodes = federation.registered()
+    for node in nodes:
         print(f"{node['node-id']:>20}  {node['status']:12}  {names.get(int(node['node-id']), '-')}")
+    lost = sorted(set(federation.node_ids()) - set(federation.known_node_ids(nodes)))
+    if not nodes:
+        raise FLTestError(f"SuperLink {federation.address}: knows no SuperNode (state lost? fltest-flower up registers the keys again)")
+    if lost:
+        raise FLTestError(f"SuperLink {federation.address}: does not know {', '.join(lost)} (state lost? fltest-flower up registers them again)")
     return 0
 
 

@@ -7,6 +7,7 @@ its Flower App with ``flwr run`` and the run must match the reference backend.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -36,6 +37,8 @@ NODES = [supernode_name(0), supernode_name(1)]
 ROGUE = supernode_name(2)  # has a key pair, never registered
 ROUNDS = 3
 TIMEOUT_S = 120
+RUN_TIMEOUT_S = 300  # a whole 3-round run, with room for a loaded host (measured 65-145 s)
+SETUP_BOUND_S = 30  # fltest's start-up, the shards, one question to the SuperLink
 HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
 
 
@@ -114,6 +117,20 @@ def test_supernodes_run_as_non_root_with_their_own_read_only_key(federation, doc
         assert stat.S_IMODE((root / "keys" / node / PRIVATE_NAME).stat().st_mode) == 0o600
 
 
+def test_partitions_are_readable_by_their_owner_and_the_container_user_only(federation, docker_client):
+    federation, _, root = federation
+    data = root / "data"
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    owner = (10001, 10001) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    for node in NODES:
+        for path in [data / node, *(data / node).rglob("*")]:
+            mode = path.stat()
+            assert stat.S_IMODE(mode.st_mode) == (0o750 if path.is_dir() else 0o640), path
+            assert (mode.st_uid, mode.st_gid) == owner  # as root: the container user's; else the owner's, which the node joins
+        container = _container(federation, docker_client, node)
+        assert container.exec_run(["cat", "/var/lib/fltest/partition/partition.json"]).exit_code == 0
+
+
 def test_one_key_for_two_supernodes_is_refused(federation):
     federation, _, root = federation
     shutil.copytree(root / "keys" / NODES[0], root / "keys" / "copied")
@@ -171,9 +188,12 @@ def _cli_config(config: ExperimentConfig, root: Path, name: str, **training) -> 
     return path
 
 
+def _fltest_run_command(path: Path, results: Path) -> list[str]:
+    return [sys.executable, "-m", "fltest.cli", "run", str(path), "--results-dir", str(results)]
+
+
 def _fltest_run(path: Path, results: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "fltest.cli", "run", str(path), "--results-dir", str(results)]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(_fltest_run_command(path, results), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _failure_line(stderr: str) -> str:
@@ -220,6 +240,89 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
     )
     assert re.fullmatch(expected, _failure_line(stderr))
     assert elapsed < bound
+
+
+def _flower_cli(federation, *args: str) -> subprocess.CompletedProcess:
+    """``fltest-flower <args>`` on the test's project (its settings passed through the environment)."""
+    env = {**os.environ, **federation.overrides, "COMPOSE_PROJECT_NAME": federation.name,
+           "FLOWER_GENERATED_DIR": str(federation.generated_dir)}  # fmt: skip
+    command = [sys.executable, "-m", "deploy.flower_cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def _status(federation) -> dict[int, str]:
+    return {int(n["node-id"]): n["status"] for n in federation.registered()}
+
+
+def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, tier_report):
+    """SuperNodes stopped: the run is refused before it is submitted, with one line saying so."""
+    federation, config, root = federation
+    for node in NODES:
+        _container(federation, docker_client, node).stop(timeout=10)
+    try:
+        _wait_for(lambda: "online" not in _status(federation).values(), TIMEOUT_S, "the SuperNodes to be offline")
+        start = time.monotonic()
+        process = _fltest_run(_cli_config(config, root, "offline"), root / "results-offline")
+        _, stderr = process.communicate(timeout=TIMEOUT_S)
+        elapsed = time.monotonic() - start
+    finally:
+        recovery = sum(_restore(federation, docker_client, node) for node in NODES)
+    tier_report(f"flower: no SuperNode online -> failure line in {elapsed:.1f} s (whole fltest run); back online in {recovery:.1f} s")
+    assert process.returncode == 1
+    assert _failure_line(stderr) == (
+        f"run flower failed: SuperLink {federation.address}: 0 of {len(NODES)} SuperNodes online ({len(NODES)} offline):"
+        " start them, or check their logs, then run again"
+    )
+    assert elapsed < SETUP_BOUND_S
+
+
+def test_superlink_restart_keeps_registrations_and_the_next_run_completes(federation, docker_client, tier_report):
+    """docker restart of the SuperLink: its state survives, the SuperNodes come back by themselves, a new run completes."""
+    federation, config, root = federation
+    node_ids = [federation.node_ids()[node] for node in NODES]
+    _container(federation, docker_client, "superlink").restart(timeout=10)
+    restarted = time.monotonic()
+    federation.wait_superlink(docker_client, TIMEOUT_S)
+    federation.wait_online(node_ids, TIMEOUT_S)
+    recovery = time.monotonic() - restarted
+    listed = _flower_cli(federation, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(line.split()[2] for line in listed.stdout.splitlines()) == NODES
+    start = time.monotonic()
+    result = subprocess.run(_fltest_run_command(_cli_config(config, root, "restarted"), root / "results-restarted"),
+                            capture_output=True, text=True, timeout=RUN_TIMEOUT_S)  # fmt: skip
+    tier_report(f"flower: SuperLink restarted -> SuperNodes online in {recovery:.1f} s; next run {time.monotonic() - start:.1f} s")
+    assert result.returncode == 0, result.stderr
+
+
+def test_list_fails_when_the_superlink_is_down_or_lost_registrations(federation, docker_client):
+    """fltest-flower list: one line and exit 1 for a SuperLink that is down, or that no longer knows a saved node."""
+    federation, _, _ = federation
+    saved = federation.node_ids()
+    federation.save_node_ids({**saved, "supernode-9": 12345})  # a registration the SuperLink does not hold
+    try:
+        lost = _flower_cli(federation, "list")
+    finally:
+        federation.save_node_ids(saved)
+    assert lost.returncode == 1
+    assert lost.stderr.splitlines() == [
+        f"fltest-flower: error: SuperLink {federation.address}: does not know supernode-9"
+        " (state lost? fltest-flower up registers them again)"
+    ]
+    superlink = _container(federation, docker_client, "superlink")
+    superlink.stop(timeout=10)
+    try:
+        down = _flower_cli(federation, "list")
+    finally:
+        superlink.start()
+        federation.wait_superlink(docker_client, TIMEOUT_S)
+        federation.wait_online([saved[node] for node in NODES], TIMEOUT_S)
+    assert (down.returncode, down.stdout) == (1, "")
+    assert down.stderr.splitlines() == [
+        f"fltest-flower: error: SuperLink {federation.address} (project {PROJECT}): flwr supernode list: Connection to the"
+        " SuperLink is unavailable. Please check your network connection and 'address' in the SuperLink connection"
+        " configuration."
+    ]
 
 
 def test_unregistered_supernode_can_no_longer_connect(federation, docker_client):

@@ -13,6 +13,7 @@ from fltest.backends.base import Backend, RunJob
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.app_dir import write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json, write_connection
+from fltest.backends.flwr_deployment.readiness import check_online
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.errors import InputError, RunFailed
 from fltest.fedavg import evaluate_global
@@ -68,6 +69,7 @@ class FlwrDeploymentBackend(Backend):
             write_connection(home, str(options["superlink"]), _root_certificates(job.run))
             app = write_app_dir(Path(tmp) / "app", job.config, job.shards)
             try:
+                check_online(home, job.config.clients)
                 run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=SETUP_TIMEOUT_S)["run-id"])
             except RunFailed as exc:
                 raise RunFailed(f"SuperLink {options['superlink']}: {exc}") from None
