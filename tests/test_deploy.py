@@ -185,3 +185,28 @@ def test_a_bad_config_is_refused_on_the_host_before_any_container(tmp_path):
     assert line.startswith(f"fltest-deploy: error: {config}: ")
     assert not (tmp_path / "out").exists()
 
+
+ACTOR_DIED = (
+    "<class 'ray.exceptions.ActorDiedError'>:<'The actor died unexpectedly before finishing this task.\n"
+    "\tclass_name: ClientAppActor\n\tactor_id: 5f1d0c0e6a1b2c3d4e5f60718293a4b5c6d7e8f9\n\tpid: 812\n"
+    "\tnamespace: 7e0d\n\tip: 172.26.0.3\n"
+    "The actor is dead because its node has died. Node Id: 3f2a\n"
+    "The actor never ran - it was cancelled before it started running.'>"
+)
+
+
+def test_a_ray_actor_error_names_the_node_s_machine_and_cause_in_one_line():
+    from fltest.backends.flwr.ray_errors import describe_wrapped_error
+
+    nodes = {"172.26.0.3": ("fltest_ray-worker_1", False)}
+    assert describe_wrapped_error(ACTOR_DIED, nodes.get) == "Ray node fltest_ray-worker_1 (172.26.0.3) died (ActorDiedError)"
+    assert describe_wrapped_error(ACTOR_DIED, lambda ip: None) == "Ray node 172.26.0.3 died (ActorDiedError)"
+    alive = {"172.26.0.3": ("fltest_ray-worker_1", True)}
+    unavailable = ("<class 'ray.exceptions.ActorUnavailableError'>:<'The actor None is unavailable: lost. The task may or may "
+                   "not have been executed on the actor.'>")  # fmt: skip
+    assert describe_wrapped_error(unavailable, alive.get) == (
+        "its Ray node: The actor None is unavailable: lost. The task may or may not have been executed on the actor. (ActorUnavailableError)"
+    )
+    raised = "<class 'flwr.clientapp.client_app.ClientAppException'>:<'\nTraceback ...\nValueError: bad shard'>"
+    assert describe_wrapped_error(raised) == "ValueError: bad shard"  # no stray '>
+    assert describe_wrapped_error("plain reason") is None

@@ -227,6 +227,74 @@ def test_a_compose_failure_names_compose_s_reason_in_one_line(docker_client, flt
         _fltest_deploy(env, "down", timeout=120)
 
 
+def _wait_for_round(head, name: str, server_round: int, timeout_s: float = 180) -> None:
+    """Wait until the staged run ``name``'s flwr metrics in the head have ``server_round`` rounds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rounds = head.exec_run(["sh", "-c", f"cat /var/lib/fltest/work/runs/{name}-*/results/{name}/flower/metrics.jsonl"])
+        if rounds.exit_code == 0 and len(rounds.output.splitlines()) >= server_round + 1:
+            return
+        time.sleep(1)
+    pytest.fail(f"the flwr run did not reach round {server_round}")
+
+
+def _health(container) -> str:
+    container.reload()
+    return container.attrs["State"].get("Health", {}).get("Status", "-")
+
+
+def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cause(emulation, docker_client, tmp_path, tier_report):
+    """``docker network disconnect`` of a worker at round 2: one line naming the container and why, in bounded time."""
+    config = _experiment(tmp_path / "experiment", "cutoff", rounds=40, timeout_s=120)  # Ray notices before the round timeout
+    env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        run = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(tmp_path / "results")],
+                               env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
+    network = docker_client.networks.get(f"{PROJECT}_cluster")
+    victim = None
+    try:
+        _wait_for_round(emulation.head(docker_client), "cutoff", 2)
+        victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
+        cut = time.monotonic()
+        network.disconnect(victim)
+        unhealthy_after = None
+        while run.poll() is None and time.monotonic() - cut < 300:
+            if unhealthy_after is None and _health(victim) == "unhealthy":
+                unhealthy_after = time.monotonic() - cut
+            time.sleep(1)
+        failed_after = time.monotonic() - cut
+        assert run.poll() is not None, "the run hangs after a worker was cut off"
+        while unhealthy_after is None and time.monotonic() - cut < 60:
+            if _health(victim) == "unhealthy":
+                unhealthy_after = time.monotonic() - cut
+            time.sleep(1)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        if victim is not None:
+            network.connect(victim)
+    lines = stderr_path.read_text().splitlines()
+    tier_report(f"worker cut off at round 2: run failed after {failed_after:.1f} s, worker unhealthy after {unhealthy_after} s")
+    assert run.returncode == 1
+    failures = [line for line in lines if line.startswith("run flower failed: ")]
+    assert len(failures) == 1, lines[-20:]
+    assert re.fullmatch(rf"run flower failed: round \d+: client \d+ failed: Ray node {re.escape(victim.name)} "
+                        r"\(\d+\.\d+\.\d+\.\d+\) died \(ActorDiedError\)", failures[0]), failures[0]  # fmt: skip
+    assert not any(line.rstrip().endswith("'>") for line in lines)
+    assert failed_after < 120
+    assert unhealthy_after is not None and unhealthy_after < 60  # Docker no longer reports it healthy
+    start = time.monotonic()
+    emulation.up()  # reconnected: the worker comes back (by itself, or restarted here)
+    state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
+    tier_report(f"worker reconnected: cluster ready again after {time.monotonic() - start:.1f} s")
+    assert len(state.nodes) == 3
+    deadline = time.monotonic() + 30  # the healthcheck runs every 5 s
+    while _health(victim) != "healthy" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _health(victim) == "healthy"
+
+
 def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_cluster(emulation, docker_client, tmp_path):
     config = _experiment(tmp_path / "experiment", "killed", rounds=40, timeout_s=30)
     results = tmp_path / "results"

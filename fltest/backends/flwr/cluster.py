@@ -6,6 +6,7 @@ import socket
 
 import ray
 
+from fltest.backends.flwr.ray_errors import remember_node_names
 from fltest.backends.pythonpath import driver_pythonpath
 from fltest.backends.ray_address import ADDRESS_VARIABLE
 from fltest.data.shards import ShardSet, dataset_arrays
@@ -35,6 +36,7 @@ def join_cluster(address: str) -> None:
     except Exception as exc:  # Ray raises RuntimeError, ConnectionError, ... for a cluster it cannot use
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunFailed(f"{ADDRESS_VARIABLE}={address}: cannot join the Ray cluster: {first_line}") from None
+    remember_node_names()  # error lines name a lost node by its container or host name
 
 
 def put_shards(shards: ShardSet) -> dict[int, ray.ObjectRef]:

@@ -11,6 +11,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
 from fltest.backends.flwr.client_app import HOST_KEY
+from fltest.backends.flwr.ray_errors import describe_wrapped_error
 from fltest.errors import RunFailed
 from fltest.fedavg import select_clients
 
@@ -53,6 +54,9 @@ def _reason(reply: Message) -> str:
     """
     if reply.error.code == ErrorCode.NODE_UNAVAILABLE:
         return f"node unavailable: no heartbeat for {HEARTBEAT_PATIENCE} heartbeat intervals (stopped, or cut off from the SuperLink)"
+    wrapped = describe_wrapped_error(reply.error.reason)  # a Ray node lost: named, with the cause
+    if wrapped:
+        return wrapped
     lines = [line for line in reply.error.reason.strip().splitlines() if line.strip()]
     return lines[-1] if lines else f"error code {reply.error.code}"
 
