@@ -123,9 +123,12 @@ def _logs(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     from deploy.compose import remove_project
+    from deploy.head_run import rescue_staged_results
 
-    project = _project(args)
-    remove_project(project, docker_client())
+    client, project = docker_client(), _project(args)
+    for folder in rescue_staged_results(project.containers(client, include_stopped=True), Path(args.results_dir)):
+        print(f"results of a run cut short, kept from the work volume: {folder}")
+    remove_project(project, client)
     print(f"project {project.name}: removed")
     return 0
 
@@ -169,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs.set_defaults(handler=_logs)
 
     down = sub.add_parser("down", help="remove every container, network and volume of the kit")
+    down.add_argument("--results-dir", default="results",
+                      help="host folder for results a run cut short left in the work volume (default: results)")
     down.set_defaults(handler=_down)
     return parser
 

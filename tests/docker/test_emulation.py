@@ -325,6 +325,47 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     assert len(state.nodes) == 3 and state.cpus == 3.0
 
 
+def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_keeps_them(emulation, docker_client, tmp_path, tier_report):
+    config = _experiment(tmp_path / "experiment", "headkill", rounds=40, timeout_s=120)
+    env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
+    results = tmp_path / "results"
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        run = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(results)],
+                               env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
+    try:
+        head = emulation.head(docker_client)
+        _wait_for_round(head, "headkill", 2)
+        killed = time.monotonic()
+        head.kill()
+        run.wait(timeout=120)
+        failed_after = time.monotonic() - killed
+    finally:
+        if run.poll() is None:
+            run.kill()
+    tier_report(f"head killed at round 2: run failed after {failed_after:.1f} s")
+    assert run.returncode == 1
+    assert stderr_path.read_text().strip().splitlines()[-1] == (
+        f"fltest-deploy: error: {head.name} stopped during the run (exited, exit code 137): "
+        f"partial results copied to {results / 'headkill'}"
+    )
+    assert failed_after < 60
+    assert json.loads((results / "headkill" / "reference" / "summary.json").read_text())["status"] == "completed"
+    assert len((results / "headkill" / "flower" / "metrics.jsonl").read_text().splitlines()) >= 3  # rounds 0-2
+    start = time.monotonic()
+    emulation.up()
+    wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
+    tier_report(f"head restarted by up: cluster ready after {time.monotonic() - start:.1f} s")
+    rescued = tmp_path / "rescued"
+    down = _fltest_deploy(env, "down", "--results-dir", str(rescued), timeout=180)
+    assert down.returncode == 0, down.stderr
+    (run_folder,) = rescued.iterdir()  # the staged copy the stopped head kept, taken out of the volume before it went
+    assert run_folder.name.startswith("headkill-")
+    assert down.stdout.strip().splitlines()[0] == f"results of a run cut short, kept from the work volume: {run_folder}"
+    assert (run_folder / "headkill" / "reference" / "summary.json").is_file()
+    assert emulation.leftovers(docker_client) == []
+
+
 def test_down_leaves_no_container_network_or_volume(emulation, docker_client):
     emulation.down()
     assert emulation.leftovers(docker_client) == []
