@@ -15,7 +15,7 @@ from fltest.backends.flwr.client_app import ShardSource, make_client_app, params
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
-from fltest.config.schema import ExperimentConfig, RunConfig
+from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import Storage
 from fltest.fedavg import evaluate_global
 from fltest.hooks import load_hooks
