@@ -1,4 +1,4 @@
-"""Small file helpers for results: atomic JSON writes and JSONL reads."""
+"""Small file helpers for results: atomic JSON writes, JSON and JSONL reads."""
 
 from __future__ import annotations
 
@@ -13,6 +13,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``, or an empty one when the file is missing (a killed run)."""
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ reference run.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from itertools import cycle
 from pathlib import Path
@@ -21,7 +20,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fltest.errors import InputError  # noqa: E402
-from fltest.results.files import read_jsonl  # noqa: E402
+from fltest.results.files import read_json_object, read_jsonl  # noqa: E402
 
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -44,8 +43,8 @@ class RunCurves:
     def read(cls, run_dir: Path) -> RunCurves:
         """Read a run's ``metrics.jsonl``, ``summary.json`` and ``timings.json`` (the last two may be missing)."""
         records = read_jsonl(run_dir / "metrics.jsonl")
-        summary = _read_json(run_dir / "summary.json")
-        timings = _read_json(run_dir / "timings.json")
+        summary = read_json_object(run_dir / "summary.json")
+        timings = read_json_object(run_dir / "timings.json")
         return cls(
             name=run_dir.name,
             framework=summary.get("framework", ""),
@@ -61,11 +60,6 @@ class RunCurves:
         return (self.rounds, self.accuracy, self.loss) == (other.rounds, other.accuracy, other.loss)
 
 
-def _read_json(path: Path) -> dict:
-    """A JSON object from ``path``, or an empty one when the file is missing (a killed run)."""
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 def read_runs(experiment_dir: Path) -> list[RunCurves]:
     """Every run under ``experiment_dir`` that has metrics, in name order."""
     experiment_dir = Path(experiment_dir)
@@ -79,7 +73,7 @@ def read_runs(experiment_dir: Path) -> list[RunCurves]:
 
 def reference_run(experiment_dir: Path, runs: list[RunCurves]) -> RunCurves | None:
     """The run the others are compared with: ``comparison.json``'s, else the first ``reference`` run."""
-    name = _read_json(Path(experiment_dir) / "comparison.json").get("reference_run")
+    name = read_json_object(Path(experiment_dir) / "comparison.json").get("reference_run")
     return next((r for r in runs if r.name == name), None) or next((r for r in runs if r.framework == "reference"), None)
 
 
