@@ -20,15 +20,25 @@ KEY_LOGS = ("raylet.err", "raylet.out", "gcs_server.err", "gcs_server.out", "ray
 
 
 def select_nodes(containers: list, node: str | None) -> list:
-    """The containers ``node`` names: a full name, a service (``ray-head``), or a name's end (``ray-worker_1``); all if ``None``."""
+    """The containers ``node`` names: a full name, a service (``ray-head``), or a name's end; all if ``None``.
+
+    A name's end matches with ``-`` and ``_`` alike (``ray-worker-1`` and ``ray-worker_1``), as
+    docker-compose 1.29 names containers ``<project>_ray-worker_1`` and compose v2 ``<project>-ray-worker-1``.
+    """
     if node is None:
         return containers
     exact = [c for c in containers if c.name == node]
-    chosen = exact or [c for c in containers if c.labels.get("com.docker.compose.service") == node or c.name.endswith(node)]
+    chosen = exact or [c for c in containers if c.labels.get("com.docker.compose.service") == node
+                       or _dashed(c.name).endswith(_dashed(node))]
     if not chosen:
         known = ", ".join(c.name for c in containers) or "none"
         raise InputError(f"node {node}: no such container in the project (containers: {known})")
     return chosen
+
+
+def _dashed(name: str) -> str:
+    """``name`` with ``_`` written as ``-``: compose v1 and v2 container names compare equal."""
+    return name.replace("_", "-")
 
 
 def ray_logs(container) -> dict[str, bytes]:
