@@ -98,10 +98,10 @@ def test_cli_bad_config_exit_2_one_line_no_output(write_config, tmp_path):
     for command in ("validate", "run"):
         result = _cli(command, str(path), cwd=tmp_path)
         assert result.returncode == 2, result.stderr
-        lines = result.stderr.strip().splitlines()
-        assert lines[-1].startswith("fltest: error:")
-        assert "clients: 5000 clients but only 1438 training samples" in lines[-1]
-        assert str(path) in lines[-1]
+        (line,) = result.stderr.strip().splitlines()  # one line: no traceback above it
+        assert line.startswith("fltest: error:")
+        assert "clients: 5000 clients but only 1438 training samples" in line
+        assert str(path) in line
     assert not (tmp_path / "results").exists()
 
 

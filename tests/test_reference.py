@@ -42,7 +42,10 @@ def test_reference_learns_digits_above_85_percent(tmp_path):
 def test_same_seed_same_models_bit_for_bit(tmp_path):
     _, first = _run(tmp_path / "a")
     _, second = _run(tmp_path / "b")
-    for round_file in sorted((first / "models").iterdir()):
+    round_files = sorted((first / "models").iterdir())
+    assert [f.name for f in round_files] == [f.name for f in sorted((second / "models").iterdir())]
+    assert len(round_files) == 6  # rounds 0..5: the loop below compares every one
+    for round_file in round_files:
         for p, q in zip(load_params(round_file), load_params(second / "models" / round_file.name)):
             assert p.dtype == np.float64 and np.array_equal(p, q)
 
