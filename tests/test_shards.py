@@ -99,3 +99,13 @@ def test_mmap_shards_are_memory_mapped_memory_shards_carry_their_data(fresh_cach
     assert memory_bytes > memory_shard.num_rows * 64 * 4  # the float32 features themselves
     restored = pickle.loads(pickle.dumps(memory_shard))
     assert np.array_equal(restored.with_format("numpy")["x"], memory_shard.with_format("numpy")["x"])
+
+
+HUB_CHANGES = {"revision": "0b2714987fbbf7e2e5a4bd3a46fe6ed3d4b6c1a2", "split": "test", "label": "fine_label"}
+
+
+@pytest.mark.parametrize("field", sorted(HUB_CHANGES))
+def test_a_hub_dataset_s_key_follows_its_revision_split_and_label(field):
+    hub = {"source": "hub", "name": "uoft-cs/cifar10", "revision": "main", "features": ["img"]}
+    changed = {**hub, field: HUB_CHANGES[field]}
+    assert cache_key(_config(dataset=hub), "mmap") != cache_key(_config(dataset=changed), "mmap")
