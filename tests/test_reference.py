@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import ClientUpdate, aggregate, select_clients
@@ -48,6 +49,18 @@ def test_same_seed_same_models_bit_for_bit(tmp_path):
     for round_file in round_files:
         for p, q in zip(load_params(round_file), load_params(second / "models" / round_file.name)):
             assert p.dtype == np.float64 and np.array_equal(p, q)
+
+
+def test_results_hold_the_validated_config_the_final_model_and_the_comparison(tmp_path):
+    comparison, run_dir = _run(tmp_path)
+    experiment = run_dir.parent
+    saved = ExperimentConfig.model_validate(yaml.safe_load((experiment / "config.yaml").read_text()))
+    assert saved == ExperimentConfig.model_validate({**base_config(), "name": "exp", "output": {"save_round_models": True}})
+    last_round = load_params(run_dir / "models" / "round-0005.npz")
+    final = load_params(run_dir / "model_final.npz")
+    assert len(final) == len(last_round) and all(np.array_equal(p, q) for p, q in zip(final, last_round))
+    assert json.loads((experiment / "comparison.json").read_text()) == comparison
+    assert [r["run"] for r in comparison["runs"]] == ["reference"]
 
 
 def test_hooks_add_client_and_test_metrics(tmp_path):
