@@ -1,9 +1,12 @@
 """The Flower deployment emulation: a SuperLink and per-node SuperNodes in compose project ``fltest-flower``.
 
-``compose/flower.yml`` holds the SuperLink. Every SuperNode mounts its own key folder and its
-own partition, so the SuperNode services are generated (``.generated/supernodes.yml``) from
-one definition here, for the nodes asked for: N is a setting, and a node that is refused or
-unregistered can be started or left out by name.
+``compose/flower.yml`` holds the SuperLink, its Fleet proxy and the operator's one-off container,
+all in one network namespace where the SuperLink listens on 127.0.0.1 only. Every SuperNode
+mounts its own key folder and its own partition, so the SuperNode services are generated
+(``.generated/supernodes.yml``) from one definition here, for the nodes asked for: N is a
+setting, and a node that is refused or unregistered can be started or left out by name.
+The operator's ``flwr`` commands (register, list, unregister) run inside the SuperLink's
+container (``docker exec``): nothing of the SuperLink is published on the host.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from deploy.compose import COMPOSE_DIR, ComposeProject, compose_cli, dotenv_valu
 from deploy.secrets import CONTAINER_UID
 from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key, node_dir
 from deploy.tls import TlsFiles, ensure_tls
-from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
+from fltest.backends.flwr_deployment.connection import CONNECTION, connection_toml, flwr_what, parse_answer
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, export_partition
 from fltest.data.shards import ShardSet
 from fltest.errors import FLTestError, InputError, RunFailed
@@ -30,11 +33,27 @@ from fltest.errors import FLTestError, InputError, RunFailed
 ENV_FILE = "flower.env"
 COMPOSE_FILE = "flower.yml"
 SUPERLINK_SERVICE = "superlink"
-FLEET_ADDRESS = "superlink:8000"  # inside the compose network
+PROXY_SERVICE = "fleet-proxy"
+HOLDER_SERVICE = "superlink-net"  # holds the namespace of the SuperLink, the proxy and the operator
+OPERATOR_SERVICE = "operator"
+SUPERLINK_PORT = 9443  # the SuperLink's one HTTPS API, on 127.0.0.1 of its namespace (flower.yml, fleet_proxy.conf)
+SUPERLINK_ADDRESS = f"127.0.0.1:{SUPERLINK_PORT}"  # a deployment run's `superlink` under `fltest-flower run`
+FLEET_PORT = 8000  # the Fleet proxy (fleet_proxy.conf), the only listener on the compose network
+FLEET_ADDRESS = f"superlink:{FLEET_PORT}"  # the SuperNodes' address: the holder's alias, a SAN of the certificate
+PROXY_CONFIG = Path(__file__).resolve().with_name("fleet_proxy.conf")
+TLS_MOUNT = "/run/secrets/tls"
 KEY_MOUNT = "/run/secrets/supernode"
-CA_MOUNT = "/run/secrets/tls/ca.crt"
+CA_MOUNT = f"{TLS_MOUNT}/ca.crt"
+CONTAINER_TMP = "/tmp"  # the only writable path of a container's root file system (tmpfs)
+OPERATOR_TIMEOUT_S = 60
 DATA_MOUNT = "/var/lib/fltest/partition"
 STOP_TIMEOUT_S = 10
+# `sh -c` inside the SuperLink's container: a private FLWR_HOME with the connection, then flwr "$@".
+_OPERATOR_SCRIPT = (
+    'home="$(mktemp -d)"; trap \'rm -rf "$home"\' EXIT; cd "$home"; '
+    'printf "%s" "$FLTEST_CONNECTION" > config.toml; printf "%s" "$FLTEST_PUBLIC_KEY" > node.pub; '
+    'FLWR_HOME="$home" "$0" "$@"'
+)
 
 
 def supernode_name(index: int) -> str:
@@ -63,6 +82,7 @@ class FlowerFederation:
     name: str = ""
     overrides: Mapping[str, str] = field(default_factory=dict)
     generated_dir: Path | None = None
+    client: object = None  # the Docker SDK client; made on first use (:meth:`docker`)
 
     def __post_init__(self) -> None:
         """Resolve the project name and the generated folder (``FLOWER_GENERATED_DIR``, ``<compose>/.generated`` by default)."""
@@ -86,14 +106,9 @@ class FlowerFederation:
         return self.path("FLOWER_KEYS_DIR")
 
     @property
-    def flwr_home(self) -> Path:
-        """The ``FLWR_HOME`` of the host's ``flwr`` CLI for this SuperLink (its connection only)."""
-        return self.generated_dir / "flwr-home"
-
-    @property
     def address(self) -> str:
-        """The SuperLink's address as the host reaches it."""
-        return f"{self.setting('FLOWER_SUPERLINK_BIND')}:{self.setting('FLOWER_SUPERLINK_PORT')}"
+        """The SuperLink's address inside its own namespace (``fltest-flower run``; nothing is published)."""
+        return SUPERLINK_ADDRESS
 
     def supernodes(self) -> int:
         """How many SuperNodes the settings ask for."""
@@ -103,9 +118,8 @@ class FlowerFederation:
         return int(count)
 
     def tls(self) -> TlsFiles:
-        """The CA and SuperLink certificate (created once); writes the host's connection to it."""
+        """The CA and SuperLink certificate (created once)."""
         files, _ = ensure_tls(self.path("FLOWER_TLS_DIR"))
-        write_connection(self.flwr_home, self.address, files.ca_cert)
         return files
 
     def ensure_keys(self, nodes: list[str]) -> None:
@@ -143,7 +157,8 @@ class FlowerFederation:
             **({"group_add": [str(group)]} if group != CONTAINER_UID else {}),  # reads a partition of a non-root owner
             "container_name": self.container_name(node),
             "hostname": self.container_name(node),
-            "environment": {"FLWR_HOME": "/var/lib/fltest/flwr"},
+            **self.hardening(self.setting("FLOWER_SUPERNODE_MEMORY")),
+            "environment": {"FLWR_HOME": f"{CONTAINER_TMP}/flwr", "HOME": CONTAINER_TMP, "HF_HOME": f"{CONTAINER_TMP}/hf"},
             "command": [
                 "flower-supernode",
                 f"--superlink={FLEET_ADDRESS}",
@@ -157,13 +172,25 @@ class FlowerFederation:
                 f"{self.path('FLOWER_DATA_DIR') / node}:{DATA_MOUNT}:ro",
             ],
             "networks": ["flower"],
-            "depends_on": {SUPERLINK_SERVICE: {"condition": "service_healthy"}},
+            "depends_on": {PROXY_SERVICE: {"condition": "service_healthy"}},
             "restart": "unless-stopped",  # back after a crash or a SuperLink restart; a refused key (exit 305) keeps retrying
             "healthcheck": {
                 "test": ["CMD", "python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9094/health', timeout=4)"],
                 "interval": "5s", "timeout": "5s", "retries": 12,
             },
         }  # fmt: skip
+
+    def hardening(self, memory: str) -> dict:
+        """What every container of the project has (as ``flower.yml``'s ``x-hardening``): no capabilities,
+        no-new-privileges, a read-only root file system with a tmpfs ``/tmp``, memory and pids limits."""
+        return {
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges:true"],
+            "read_only": True,
+            "tmpfs": [f"{CONTAINER_TMP}:mode=1777"],
+            "mem_limit": memory,
+            "pids_limit": int(self.setting("FLOWER_PIDS_LIMIT")),
+        }
 
     def write_supernodes(self, nodes: Mapping[str, int], num_partitions: int) -> Path:
         """Write the generated compose file: one service per ``{node: partition_id}``."""
@@ -174,13 +201,18 @@ class FlowerFederation:
         path.write_text(header + yaml.safe_dump({"services": services}, sort_keys=False))
         return path
 
-    def compose(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
-        """Run the compose CLI on flower.yml plus the generated SuperNodes; a failure raises one line."""
+    def compose_command(self, *args: str) -> tuple[list[str], dict[str, str]]:
+        """The compose CLI command on flower.yml plus the generated SuperNodes, and its environment."""
         generated = self.generated_dir / "supernodes.yml"
         files = ["-f", str(self.directory / COMPOSE_FILE)] + (["-f", str(generated)] if generated.is_file() else [])
         command = [*compose_cli(), "--project-name", self.name, "--project-directory", str(self.directory),
                    "--env-file", str(self.directory / ENV_FILE), *files, *args]  # fmt: skip
         env = {**os.environ, **self.overrides, "FLOWER_TLS_DIR": str(self.path("FLOWER_TLS_DIR"))}
+        return command, env
+
+    def compose(self, *args: str) -> subprocess.CompletedProcess:
+        """Run the compose CLI (:meth:`compose_command`), its output captured; a failure raises one line."""
+        command, env = self.compose_command(*args)
         result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=True)
         if result.returncode != 0:
             lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -191,10 +223,46 @@ class FlowerFederation:
         """Create or start ``services`` (all of them when none is named)."""
         self.compose("up", "--detach", *services)
 
+    def docker(self):
+        """The Docker SDK client (one per federation, made on first use)."""
+        if self.client is None:
+            from deploy.cli import docker_client
+
+            self.client = docker_client()
+        return self.client
+
+    def flwr(self, *args: str, public_key: str = "", timeout: float = OPERATOR_TIMEOUT_S) -> dict:
+        """Run ``flwr <args> --format json`` inside the SuperLink's container, against 127.0.0.1; its answer.
+
+        The connection (and ``public_key``, as the file ``node.pub`` in the working folder) are
+        written to a private folder of the container's tmpfs for this one command. A SuperLink
+        container that is missing or stopped, a command with no answer within ``timeout``: one
+        line naming the container (:class:`RunFailed`).
+        """
+        import docker.errors
+
+        found = self.containers(self.docker(), SUPERLINK_SERVICE, include_stopped=True)
+        if not found:
+            raise RunFailed(f"project {self.name}: no {SUPERLINK_SERVICE} container (fltest-flower up)")
+        container = found[0]
+        command = ["timeout", str(int(timeout)), "sh", "-ec", _OPERATOR_SCRIPT, "flwr", *args, "--format", "json"]
+        environment = {"FLTEST_CONNECTION": connection_toml(SUPERLINK_ADDRESS, CA_MOUNT), "FLTEST_PUBLIC_KEY": public_key}
+        try:
+            code, (out, err) = container.exec_run(command, environment=environment, demux=True)
+        except docker.errors.APIError as exc:
+            reason = "not running" if exc.status_code == 409 else exc.explanation
+            raise RunFailed(f"SuperLink container {container.name}: {reason}") from None
+        if code == 124:
+            raise RunFailed(f"SuperLink container {container.name}: flwr {flwr_what(args)}: no answer within {timeout:.0f} s")
+        try:
+            return parse_answer(flwr_what(args), code, (out or b"").decode(), (err or b"").decode())
+        except RunFailed as exc:
+            raise RunFailed(f"SuperLink container {container.name}: {exc}") from None
+
     def register(self, node: str) -> int:
         """Register ``node``'s public key with the running SuperLink; returns its node id."""
-        public = node_dir(self.keys_dir, node) / f"{PRIVATE_NAME}.pub"
-        answer = flwr_json(self.flwr_home, "supernode", "register", str(public), CONNECTION, "--name", node)
+        public = (node_dir(self.keys_dir, node) / f"{PRIVATE_NAME}.pub").read_text()
+        answer = self.flwr("supernode", "register", "node.pub", CONNECTION, "--name", node, public_key=public)
         return int(answer["node-id"])
 
     def save_node_ids(self, node_ids: Mapping[str, int]) -> None:
@@ -211,10 +279,7 @@ class FlowerFederation:
 
         A SuperLink that does not answer is one line naming it (:class:`RunFailed`).
         """
-        try:
-            return list(flwr_json(self.flwr_home, "supernode", "list", CONNECTION)["nodes"])
-        except RunFailed as exc:
-            raise RunFailed(f"SuperLink {self.address} (project {self.name}): {exc}") from None
+        return list(self.flwr("supernode", "list", CONNECTION)["nodes"])
 
     def known_node_ids(self, nodes: list[dict] | None = None) -> dict[str, int]:
         """The saved node ids (:meth:`node_ids`) that the SuperLink still knows (``nodes``: its :meth:`registered`)."""
@@ -223,11 +288,12 @@ class FlowerFederation:
 
     def unregister(self, node_id: int) -> None:
         """Remove node ``node_id`` from the SuperLink: its key no longer connects."""
-        flwr_json(self.flwr_home, "supernode", "unregister", str(node_id), CONNECTION)
+        self.flwr("supernode", "unregister", str(node_id), CONNECTION)
 
     def wait_superlink(self, client, timeout: float) -> None:
-        """Wait until the SuperLink container is healthy."""
-        self._wait(timeout, "the SuperLink to be healthy", lambda: self._healthy(client, SUPERLINK_SERVICE))
+        """Wait until the SuperLink and its Fleet proxy (which checks /health through itself) are healthy."""
+        ready = lambda: all(self._healthy(client, service) for service in (SUPERLINK_SERVICE, PROXY_SERVICE))  # noqa: E731
+        self._wait(timeout, "the SuperLink and its Fleet proxy to be healthy", ready)
 
     def wait_online(self, node_ids: list[int], timeout: float) -> None:
         """Wait until the SuperLink reports every node of ``node_ids`` online."""

@@ -1,4 +1,9 @@
-"""``python -m deploy.flower_cli``: the Flower deployment emulation (keys, TLS, partitions, SuperLink, SuperNodes)."""
+"""``python -m deploy.flower_cli``: the Flower deployment emulation (keys, TLS, partitions, SuperLink, SuperNodes).
+
+The SuperLink's Control API is reachable only inside its own network namespace: ``list``,
+``register`` and ``unregister`` run ``flwr`` in the SuperLink's container, ``run`` runs
+``fltest run`` in a one-off container there.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +52,8 @@ def _prepare(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from deploy.cli import docker_client
 
-    client, federation = docker_client(), _federation(args)
+    federation = _federation(args)
+    client = federation.client = docker_client()
     nodes = _nodes(federation)
     federation.tls()
     federation.ensure_keys(nodes)
@@ -58,7 +64,7 @@ def _up(args: argparse.Namespace) -> int:
     federation.save_node_ids({**known, **{node: federation.register(node) for node in nodes if node not in known}})
     federation.up(*nodes)
     federation.wait_online([federation.node_ids()[node] for node in nodes], args.timeout)
-    print(f"SuperLink at {federation.address} (connection 'fltest' in {federation.flwr_home}); {len(nodes)} SuperNodes")
+    print(f"SuperLink {federation.address} in its own namespace (fltest-flower run <config>); {len(nodes)} SuperNodes")
     return 0
 
 
@@ -76,9 +82,9 @@ def _list(args: argparse.Namespace) -> int:
         print(f"{node['node-id']:>20}  {node['status']:12}  {names.get(int(node['node-id']), '-')}")
     lost = sorted(set(federation.node_ids()) - set(federation.known_node_ids(nodes)))
     if not nodes:
-        raise FLTestError(f"SuperLink {federation.address}: knows no SuperNode (state lost? fltest-flower up registers the keys again)")
+        raise FLTestError(f"SuperLink of project {federation.name}: knows no SuperNode (state lost? fltest-flower up registers the keys again)")
     if lost:
-        raise FLTestError(f"SuperLink {federation.address}: does not know {', '.join(lost)} (state lost? fltest-flower up registers them again)")
+        raise FLTestError(f"SuperLink of project {federation.name}: does not know {', '.join(lost)} (state lost? fltest-flower up registers them again)")
     return 0
 
 
@@ -86,6 +92,12 @@ def _unregister(args: argparse.Namespace) -> int:
     _federation(args).unregister(args.node_id)
     print(f"node {args.node_id}: unregistered")
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from deploy.flower_run import run_in_namespace
+
+    return run_in_namespace(_federation(args), Path(args.config), Path(args.results_dir) if args.results_dir else None)
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -121,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     unregister = sub.add_parser("unregister", help="remove a SuperNode from the SuperLink")
     unregister.add_argument("node_id", type=int)
     unregister.set_defaults(handler=_unregister)
+    run = sub.add_parser("run", help="fltest run <config> next to the SuperLink (its deployment runs: superlink 127.0.0.1:9443)")
+    run.add_argument("config")
+    run.add_argument("--results-dir", help="default: the config's output.dir")
+    run.set_defaults(handler=_run)
     sub.add_parser("down", help="remove the containers, network and volumes").set_defaults(handler=_down)
     return parser
 

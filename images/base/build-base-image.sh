@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the FLTest base image (Debian bookworm + python3) locally, without a
+# Build the FLTest base image (Debian bookworm + python3, nginx) locally, without a
 # container registry: debootstrap a minbase rootfs, then `docker import` it.
 #
 # Usage:  sudo ./build-base-image.sh [TAG]
@@ -11,7 +11,8 @@ set -euo pipefail
 
 SUITE=bookworm
 TAG="${1:-${BASE_TAG:-fltest-base:bookworm}}"
-PACKAGES="python3,python3-venv,ca-certificates"
+# nginx: the Flower SuperLink's Fleet proxy (deploy/fleet_proxy.conf), the only listener SuperNodes reach.
+PACKAGES="python3,python3-venv,ca-certificates,nginx"
 IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 log() { printf '[build-base-image] %s\n' "$*" >&2; }

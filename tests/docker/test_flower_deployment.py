@@ -1,7 +1,9 @@
 """A real Flower deployment in containers: a TLS SuperLink with SuperNode authentication, 2 SuperNodes.
 
-The SuperNodes each hold their own ECDSA P-384 key and their own partition; fltest submits
-its Flower App with ``flwr run`` and the run must match the reference backend.
+The SuperNodes each hold their own ECDSA P-384 key and their own partition; ``fltest-flower run``
+submits fltest's Flower App with ``flwr run`` from the SuperLink's own network namespace and the
+run must match the reference backend. Nobody else reaches the Control API: not a local user
+(through any address of the project's containers), not a SuperNode; every container is hardened.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 
-from deploy.flower import FlowerFederation, supernode_name
+from deploy.flower import FLEET_PORT, SUPERLINK_PORT, FlowerFederation, supernode_name
 from deploy.images import IMAGE
 from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
-from fltest.runner import prepare, run_experiment
+from fltest.runner import prepare
 from tests.conftest import base_config
 from tests.conformance import assert_conforms
 
@@ -40,12 +42,6 @@ TIMEOUT_S = 120
 RUN_TIMEOUT_S = 300  # a whole 3-round run, with room for a loaded host (measured 65-145 s)
 SETUP_BOUND_S = 30  # fltest's start-up, the shards, one question to the SuperLink
 HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _config(federation: FlowerFederation, ca: Path) -> ExperimentConfig:
@@ -67,8 +63,9 @@ def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
     federation = FlowerFederation(
         name=PROJECT,
         generated_dir=root / "generated",
-        overrides={"FLTEST_IMAGE": IMAGE, "FLOWER_SUPERNODES": str(len(NODES)), "FLOWER_SUPERLINK_PORT": str(_free_port()),
+        overrides={"FLTEST_IMAGE": IMAGE, "FLOWER_SUPERNODES": str(len(NODES)),
                    "FLOWER_TLS_DIR": str(root / "tls"), "FLOWER_KEYS_DIR": str(root / "keys"), "FLOWER_DATA_DIR": str(root / "data")},
+        client=docker_client,
     )  # fmt: skip
     federation.down()  # a run killed earlier may have left it behind
     start = time.monotonic()
@@ -156,19 +153,119 @@ def test_unregistered_key_is_refused(federation, docker_client):
     assert sorted(status.values()) == ["online", "online"]  # the rogue never got a node id
 
 
-def test_run_on_the_federation_matches_the_reference(federation):
+# Probes: (host, port, method, path) -> the HTTP status and whether nginx's own page answered, or the error's name.
+_PROBE = r"""
+import http.client, json, ssl, sys
+context = ssl.create_default_context()
+context.check_hostname, context.verify_mode = False, ssl.CERT_NONE   # a user who skips the check
+answers = {}
+for host, port, method, path in json.loads(sys.argv[1]):
+    try:
+        connection = http.client.HTTPSConnection(host, port, context=context, timeout=5)
+        connection.request(method, path, body=b"" if method == "POST" else None, headers={"Content-Type": "application/protobuf"})
+        response = connection.getresponse()
+        answers[f"{method} {host}:{port}{path}"] = [response.status, b"<center>nginx</center>" in response.read()]
+    except OSError as exc:
+        answers[f"{method} {host}:{port}{path}"] = type(exc).__name__
+print(json.dumps(answers))
+"""
+CONTROL_PATHS = ["/v1/control/list-nodes", "/v1/control/unregister-node", "/v1/fleet/../control/list-nodes",
+                 "/v1/fleet/%2e%2e/control/list-nodes", "/v1/control/../fleet/get-run", "/v1/runtime/get-nodes"]  # fmt: skip
+
+
+def _probes(hosts: list[str]) -> tuple[list, list, list]:
+    """The Control probes (every path, both ports), the /health probes and a Fleet probe, for ``hosts``."""
+    control = [(h, port, "POST", path) for h in hosts for port in (FLEET_PORT, SUPERLINK_PORT) for path in CONTROL_PATHS]
+    return control, [(h, FLEET_PORT, "GET", "/health") for h in hosts], [(h, FLEET_PORT, "POST", "/v1/fleet/get-run") for h in hosts]
+
+
+def _refused(answer) -> bool:
+    """The proxy's own 403, or no listener at all."""
+    return answer == [403, True] or answer == "ConnectionRefusedError"
+
+
+def _check_refusals(answers: dict, control: list, health: list, fleet: list) -> None:
+    key = lambda probe: f"{probe[2]} {probe[0]}:{probe[1]}{probe[3]}"  # noqa: E731
+    assert {key(p): answers[key(p)] for p in control if not _refused(answers[key(p)])} == {}
+    assert all(answers[key(p)] == [200, False] for p in health), answers
+    assert all(isinstance(answers[key(p)], list) and answers[key(p)][1] is False for p in fleet), answers  # the SuperLink answered
+
+
+def test_no_local_user_and_no_supernode_reaches_the_control_api(federation, docker_client, tier_report):
+    """As user nobody on the host, to every address of the project's containers, and from a SuperNode: Control refused.
+
+    /health and the Fleet API answer through the proxy; nothing of the project is published on the host.
+    """
+    federation, _, _ = federation
+    containers = federation.containers(docker_client)
+    assert all(not c.attrs["NetworkSettings"]["Ports"] or not any(c.attrs["NetworkSettings"]["Ports"].values())
+               for c in containers), "a port is published on the host"  # fmt: skip
+    addresses = sorted({n["IPAddress"] for c in containers for n in c.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]})
+    control, health, fleet = _probes(addresses)
+    as_nobody = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "python3", "-c", _PROBE,
+                                json.dumps(control + health + fleet)], capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
+    assert as_nobody.returncode == 0, as_nobody.stderr
+    _check_refusals(json.loads(as_nobody.stdout), control, health, fleet)
+    control, health, fleet = _probes(["superlink"])
+    probe = _container(federation, docker_client, NODES[0]).exec_run(["python", "-c", _PROBE, json.dumps(control + health + fleet)])
+    assert probe.exit_code == 0, probe.output
+    _check_refusals(json.loads(probe.output), control, health, fleet)
+    tier_report(f"flower: Control refused to user nobody at {len(addresses)} addresses and from a SuperNode")
+
+
+def _memory_bytes(value: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(value[:-1]) * units[value[-1].lower()] if value[-1].lower() in units else int(value)
+
+
+def test_every_container_is_hardened(federation, docker_client):
+    """No capabilities, no-new-privileges, a read-only root, memory and pids limits from flower.env; /tmp writable."""
+    federation, _, _ = federation
+    name = federation.compose("run", "-d", "--no-deps", "operator", "sleep", "120").stdout.strip().splitlines()[-1]
+    operator = docker_client.containers.get(name)
+    try:
+        containers = federation.containers(docker_client, include_stopped=True)
+        services = {c.labels["com.docker.compose.service"] for c in containers}
+        assert services == {"superlink-net", "superlink", "fleet-proxy", "operator", *NODES, ROGUE}
+        for container in containers:
+            host = container.attrs["HostConfig"]
+            assert [c.upper() for c in host["CapDrop"]] == ["ALL"] and not host["CapAdd"], container.name
+            assert "no-new-privileges:true" in host["SecurityOpt"], container.name
+            assert host["ReadonlyRootfs"] is True and host["Privileged"] is False, container.name
+            assert host["Memory"] > 0 and host["PidsLimit"] > 0, container.name
+            assert host["PidsLimit"] == int(federation.setting("FLOWER_PIDS_LIMIT")), container.name
+            assert container.attrs["Config"]["User"] == "10001:10001", container.name
+            if container.status == "running":
+                assert container.exec_run(["touch", "/opt/fltest/x"]).exit_code != 0, container.name
+                assert container.exec_run(["touch", "/tmp/x"]).exit_code == 0, container.name
+                status = container.exec_run(["grep", "-E", "^(CapEff|NoNewPrivs)", "/proc/self/status"]).output.decode().split()
+                assert status == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1"], container.name
+        memory = {c.labels["com.docker.compose.service"]: c.attrs["HostConfig"]["Memory"] for c in containers}
+        assert memory["superlink"] == _memory_bytes(federation.setting("FLOWER_SUPERLINK_MEMORY"))
+        assert memory[NODES[0]] == _memory_bytes(federation.setting("FLOWER_SUPERNODE_MEMORY"))
+        assert memory["fleet-proxy"] == _memory_bytes(federation.setting("FLOWER_PROXY_MEMORY"))
+    finally:
+        operator.remove(force=True)
+
+
+def test_run_on_the_federation_matches_the_reference(federation, tier_report):
+    """fltest-flower run: fltest in the SuperLink's namespace; results on the host, the invoking user's, as the reference's."""
     federation, config, root = federation
-    start = time.perf_counter()
     results = root / "results"
-    comparison = run_experiment(config, results)  # framework flwr, mode deployment
+    start = time.perf_counter()
+    result = _flower_cli(federation, "run", str(_cli_config(config, root, "full", keep_reference=True)),
+                         "--results-dir", str(results), timeout=RUN_TIMEOUT_S)  # fmt: skip
     elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr
+    comparison = json.loads((results / config.name / "comparison.json").read_text())
     runs = {run["run"]: run for run in comparison["runs"]}
     assert runs["flower"]["status"] == "completed", runs["flower"]
     assert runs["flower"]["rounds_completed"] == ROUNDS
     assert_conforms(results / config.name, "flower", ROUNDS)
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
     assert sorted(summary["client_hosts"]) == [federation.container_name(n) for n in NODES]  # each in its own container
-    print(f"flower deployment: {ROUNDS} rounds on {len(NODES)} SuperNodes in {elapsed:.1f} s")
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in results.rglob("*")} == {(os.getuid(), os.getgid())}
+    tier_report(f"flower: fltest-flower run, {ROUNDS} rounds on {len(NODES)} SuperNodes (with the reference) in {elapsed:.1f} s")
 
 
 def _wait_for(ready, timeout: float, what: str) -> None:
@@ -178,22 +275,32 @@ def _wait_for(ready, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def _cli_config(config: ExperimentConfig, root: Path, name: str, **training) -> Path:
-    """The deployment run alone as a YAML file for ``fltest run``, with ``training`` settings changed."""
+def _cli_config(config: ExperimentConfig, root: Path, name: str, keep_reference: bool = False, **training) -> Path:
+    """The deployment run (and the reference) as a YAML file for ``fltest-flower run``, ``training`` settings changed."""
     data = config.model_dump(mode="json")
-    data["runs"] = [run for run in data["runs"] if run["framework"] == "flwr"]
+    data["runs"] = [run for run in data["runs"] if keep_reference or run["framework"] == "flwr"]
     data["training"].update(training)
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
 
-def _fltest_run_command(path: Path, results: Path) -> list[str]:
-    return [sys.executable, "-m", "fltest.cli", "run", str(path), "--results-dir", str(results)]
+def _flower_env(federation) -> dict[str, str]:
+    """The environment of ``fltest-flower`` for the test's project (its settings)."""
+    return {**os.environ, **federation.overrides, "COMPOSE_PROJECT_NAME": federation.name,
+            "FLOWER_GENERATED_DIR": str(federation.generated_dir)}  # fmt: skip
 
 
-def _fltest_run(path: Path, results: Path) -> subprocess.Popen:
-    return subprocess.Popen(_fltest_run_command(path, results), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _flower_cli(federation, *args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+    """``fltest-flower <args>`` on the test's project."""
+    command = [sys.executable, "-m", "deploy.flower_cli", *args]
+    return subprocess.run(command, env=_flower_env(federation), capture_output=True, text=True, timeout=timeout)
+
+
+def _flower_run(federation, path: Path, results: Path) -> subprocess.Popen:
+    """``fltest-flower run <path> --results-dir <results>``, started."""
+    command = [sys.executable, "-m", "deploy.flower_cli", "run", str(path), "--results-dir", str(results)]
+    return subprocess.Popen(command, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _failure_line(stderr: str) -> str:
@@ -219,7 +326,7 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
     federation, config, root = federation
     victim, bound = NODES[1], HEARTBEAT_S + 30  # + the ServerApp's poll, the log stream, fltest's report
     results = root / "results-killed"
-    process = _fltest_run(_cli_config(config, root, "killed", rounds=50, round_timeout_s=3 * HEARTBEAT_S), results)
+    process = _flower_run(federation, _cli_config(config, root, "killed", rounds=50, round_timeout_s=3 * HEARTBEAT_S), results)
     metrics = results / config.name / "flower" / "metrics.jsonl"
     try:
         _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, TIMEOUT_S, "round 1")
@@ -242,14 +349,6 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
     assert elapsed < bound
 
 
-def _flower_cli(federation, *args: str) -> subprocess.CompletedProcess:
-    """``fltest-flower <args>`` on the test's project (its settings passed through the environment)."""
-    env = {**os.environ, **federation.overrides, "COMPOSE_PROJECT_NAME": federation.name,
-           "FLOWER_GENERATED_DIR": str(federation.generated_dir)}  # fmt: skip
-    command = [sys.executable, "-m", "deploy.flower_cli", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-
-
 def _status(federation) -> dict[int, str]:
     return {int(n["node-id"]): n["status"] for n in federation.registered()}
 
@@ -262,12 +361,12 @@ def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, t
     try:
         _wait_for(lambda: "online" not in _status(federation).values(), TIMEOUT_S, "the SuperNodes to be offline")
         start = time.monotonic()
-        process = _fltest_run(_cli_config(config, root, "offline"), root / "results-offline")
+        process = _flower_run(federation, _cli_config(config, root, "offline"), root / "results-offline")
         _, stderr = process.communicate(timeout=TIMEOUT_S)
         elapsed = time.monotonic() - start
     finally:
         recovery = sum(_restore(federation, docker_client, node) for node in NODES)
-    tier_report(f"flower: no SuperNode online -> failure line in {elapsed:.1f} s (whole fltest run); back online in {recovery:.1f} s")
+    tier_report(f"flower: no SuperNode online -> failure line in {elapsed:.1f} s (whole fltest-flower run); back online in {recovery:.1f} s")
     assert process.returncode == 1
     assert _failure_line(stderr) == (
         f"run flower failed: SuperLink {federation.address}: 0 of {len(NODES)} SuperNodes online ({len(NODES)} offline):"
@@ -289,8 +388,8 @@ def test_superlink_restart_keeps_registrations_and_the_next_run_completes(federa
     assert listed.returncode == 0, listed.stderr
     assert sorted(line.split()[2] for line in listed.stdout.splitlines()) == NODES
     start = time.monotonic()
-    result = subprocess.run(_fltest_run_command(_cli_config(config, root, "restarted"), root / "results-restarted"),
-                            capture_output=True, text=True, timeout=RUN_TIMEOUT_S)  # fmt: skip
+    result = _flower_cli(federation, "run", str(_cli_config(config, root, "restarted")), "--results-dir",
+                         str(root / "results-restarted"), timeout=RUN_TIMEOUT_S)  # fmt: skip
     tier_report(f"flower: SuperLink restarted -> SuperNodes online in {recovery:.1f} s; next run {time.monotonic() - start:.1f} s")
     assert result.returncode == 0, result.stderr
 
@@ -306,7 +405,7 @@ def test_list_fails_when_the_superlink_is_down_or_lost_registrations(federation,
         federation.save_node_ids(saved)
     assert lost.returncode == 1
     assert lost.stderr.splitlines() == [
-        f"fltest-flower: error: SuperLink {federation.address}: does not know supernode-9"
+        f"fltest-flower: error: SuperLink of project {PROJECT}: does not know supernode-9"
         " (state lost? fltest-flower up registers them again)"
     ]
     superlink = _container(federation, docker_client, "superlink")
@@ -318,11 +417,7 @@ def test_list_fails_when_the_superlink_is_down_or_lost_registrations(federation,
         federation.wait_superlink(docker_client, TIMEOUT_S)
         federation.wait_online([saved[node] for node in NODES], TIMEOUT_S)
     assert (down.returncode, down.stdout) == (1, "")
-    assert down.stderr.splitlines() == [
-        f"fltest-flower: error: SuperLink {federation.address} (project {PROJECT}): flwr supernode list: Connection to the"
-        " SuperLink is unavailable. Please check your network connection and 'address' in the SuperLink connection"
-        " configuration."
-    ]
+    assert down.stderr.splitlines() == [f"fltest-flower: error: SuperLink container {superlink.name}: not running"]
 
 
 def test_unregistered_supernode_can_no_longer_connect(federation, docker_client):
@@ -366,7 +461,7 @@ def test_private_keys_are_in_no_image_layer_log_or_result(federation, docker_cli
     assert _find_in_stream([history], markers) == []
     assert _find_in_stream(fltest_image.save(named=True), markers) == []
     containers = federation.containers(docker_client, include_stopped=True)
-    assert len(containers) == 4  # SuperLink, 2 SuperNodes, the rogue
+    assert len(containers) == 6  # the namespace holder, SuperLink, Fleet proxy, 2 SuperNodes, the rogue
     for container in containers:
         assert _find_in_stream([container.logs()], markers) == [], container.name
     result_files = [p for p in (root / "results").rglob("*") if p.is_file()]

@@ -14,14 +14,19 @@ from fltest.errors import BackendUnavailable, RunFailed
 CONNECTION = "fltest"
 
 
+def connection_toml(address: str, root_certificates: str, name: str = CONNECTION) -> str:
+    """The text of a ``config.toml`` whose default connection ``name`` is the TLS SuperLink at ``address``."""
+    return (
+        f'[superlink]\ndefault = "{name}"\n\n[superlink.{name}]\naddress = {json.dumps(address)}\n'
+        f"root-certificates = {json.dumps(root_certificates)}\n"
+    )
+
+
 def write_connection(flwr_home: Path, address: str, root_certificates: Path, name: str = CONNECTION) -> Path:
     """Write ``flwr_home/config.toml`` with the TLS connection ``name`` (the default); returns its path."""
     flwr_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = flwr_home / "config.toml"
-    path.write_text(
-        f'[superlink]\ndefault = "{name}"\n\n[superlink.{name}]\naddress = {json.dumps(address)}\n'
-        f"root-certificates = {json.dumps(str(root_certificates.resolve()))}\n"
-    )
+    path.write_text(connection_toml(address, str(root_certificates.resolve()), name))
     return path
 
 
@@ -39,20 +44,29 @@ def flwr_env(flwr_home: Path) -> dict[str, str]:
     return {**os.environ, "FLWR_HOME": str(flwr_home), "PYTHONUNBUFFERED": "1"}
 
 
-def flwr_json(flwr_home: Path, *args: str, timeout: float = 60.0) -> dict:
-    """Run ``flwr <args> --format json``; its answer, or a one-line :class:`RunFailed`."""
-    command = [flwr_cli(), *args, "--format", "json"]
-    what = " ".join(args[:2]) if args[0] == "supernode" else args[0]
+def flwr_what(args: tuple[str, ...]) -> str:
+    """How a ``flwr`` command is named in an error line: ``supernode list``, ``run``..."""
+    return " ".join(args[:2]) if args[0] == "supernode" else args[0]
+
+
+def parse_answer(what: str, returncode: int, stdout: str, stderr: str) -> dict:
+    """The JSON answer of ``flwr <what> --format json``, or a one-line :class:`RunFailed` with its reason."""
     try:
-        result = subprocess.run(command, capture_output=True, text=True, env=flwr_env(flwr_home), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise RunFailed(f"flwr {what}: no answer within {timeout:.0f} s") from None
-    try:
-        answer = json.loads(result.stdout)
+        answer = json.loads(stdout)
     except json.JSONDecodeError:
-        lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
-        raise RunFailed(f"flwr {what}: {lines[-1] if lines else f'exit {result.returncode}'}") from None
+        lines = [line for line in (stderr or stdout).splitlines() if line.strip()]
+        raise RunFailed(f"flwr {what}: {lines[-1] if lines else f'exit {returncode}'}") from None
     if not answer.get("success", False):
         lines = [line for line in str(answer.get("error-message", answer)).splitlines() if line.strip()]
         raise RunFailed(f"flwr {what}: {lines[-1] if lines else answer}")
     return answer
+
+
+def flwr_json(flwr_home: Path, *args: str, timeout: float = 60.0) -> dict:
+    """Run ``flwr <args> --format json``; its answer, or a one-line :class:`RunFailed`."""
+    command = [flwr_cli(), *args, "--format", "json"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, env=flwr_env(flwr_home), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RunFailed(f"flwr {flwr_what(args)}: no answer within {timeout:.0f} s") from None
+    return parse_answer(flwr_what(args), result.returncode, result.stdout, result.stderr)

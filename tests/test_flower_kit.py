@@ -1,0 +1,115 @@
+"""The Flower emulation's files, without Docker: who listens where, the proxy's rules, every container hardened."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from deploy.compose import COMPOSE_DIR
+from deploy.flower import (
+    CA_MOUNT,
+    FLEET_ADDRESS,
+    FLEET_PORT,
+    HOLDER_SERVICE,
+    OPERATOR_SERVICE,
+    PROXY_CONFIG,
+    PROXY_SERVICE,
+    SUPERLINK_ADDRESS,
+    SUPERLINK_PORT,
+    SUPERLINK_SERVICE,
+    TLS_MOUNT,
+    FlowerFederation,
+)
+from deploy.flower_run import host_paths, operator_command
+from fltest.config.schema import ExperimentConfig
+from tests.conftest import base_config
+
+HARDENING = ("cap_drop", "security_opt", "read_only", "tmpfs", "mem_limit", "pids_limit", "user")
+
+
+def _compose() -> dict:
+    return yaml.safe_load((COMPOSE_DIR / "flower.yml").read_text())
+
+
+def test_the_superlink_listens_inside_its_namespace_only_and_nothing_is_published():
+    services = _compose()["services"]
+    assert all("ports" not in service and "expose" not in service for service in services.values())
+    command = services[SUPERLINK_SERVICE]["command"]
+    assert "--host=127.0.0.1" in command and f"--port={SUPERLINK_PORT}" in command
+    for name in (SUPERLINK_SERVICE, PROXY_SERVICE, OPERATOR_SERVICE):
+        assert services[name]["network_mode"] == f"service:{HOLDER_SERVICE}"
+    assert services[HOLDER_SERVICE]["networks"]["flower"]["aliases"] == [FLEET_ADDRESS.split(":")[0]]
+    assert services[OPERATOR_SERVICE]["profiles"] == ["operator"]  # never started by `up`
+    assert SUPERLINK_ADDRESS == f"127.0.0.1:{SUPERLINK_PORT}"
+
+
+def test_the_proxy_forwards_health_and_fleet_only_to_the_superlink_checked_against_the_ca():
+    text = re.sub(r"#.*", "", PROXY_CONFIG.read_text())
+    assert re.findall(r"^\s*listen\s+(.*);", text, re.M) == [f"{FLEET_PORT} ssl"]
+    assert re.findall(r"^\s*server\s+(\S+);", text, re.M) == [f"127.0.0.1:{SUPERLINK_PORT}"]
+    assert re.findall(r"^\s*location\s+(.*?)\s*\{", text, re.M) == ["= /health", "/v1/fleet/", "/"]
+    assert re.findall(r"proxy_pass\s+(\S+);", text) == ["https://superlink", "https://superlink"]
+    assert "proxy_ssl_verify on;" in text and f"proxy_ssl_trusted_certificate {CA_MOUNT};" in text
+    assert f"ssl_certificate {TLS_MOUNT}/superlink.crt;" in text
+    assert re.search(r"location / \{\s*return 403;\s*\}", text)
+    assert re.search(r'map \$request_uri \$fleet_request \{\s*"/health" 1;\s*"~\^/v1/fleet/\[a-z0-9-\]\+\$" 1;\s*default 0;', text)
+    command = _compose()["services"][PROXY_SERVICE]["command"]
+    assert command[-1] == f"/opt/fltest/app/deploy/{PROXY_CONFIG.name}"  # the file as the image ships it
+    assert all(path.startswith("/tmp/") for path in re.findall(r"_path\s+(\S+);", text))  # a read-only root elsewhere
+
+
+def test_every_service_is_hardened_with_limits_from_flower_env(tmp_path):
+    services = _compose()["services"]
+    federation = FlowerFederation(generated_dir=tmp_path, overrides={"FLOWER_DATA_DIR": str(tmp_path), "FLOWER_KEYS_DIR": str(tmp_path)})
+    supernode = federation.supernode_service("supernode-0", 0, 2)
+    for name, service in [*services.items(), ("supernode-0", supernode)]:
+        assert all(key in service for key in HARDENING), name
+        assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges:true"], name
+        assert service["read_only"] is True and service["tmpfs"] == ["/tmp:mode=1777"], name
+        assert service["user"] == "10001:10001", name
+    for key in {v for s in services.values() for v in (s["mem_limit"], s["pids_limit"])}:
+        assert federation.setting(re.fullmatch(r"\$\{(\w+)\}", key).group(1))  # every limit is a flower.env setting
+    assert supernode["mem_limit"] == federation.setting("FLOWER_SUPERNODE_MEMORY")
+    assert supernode["environment"] == services[SUPERLINK_SERVICE]["environment"]  # every writable path on the tmpfs
+    assert supernode["depends_on"] == {PROXY_SERVICE: {"condition": "service_healthy"}}
+    assert f"--superlink={FLEET_ADDRESS}" in supernode["command"]
+
+
+def _deployment_config(tmp_path: Path, ca: str) -> Path:
+    config = base_config()
+    config.pop("hooks")
+    config["runs"] = [{"name": "flower", "framework": "flwr", "options": {"mode": "deployment", "superlink": SUPERLINK_ADDRESS,
+                                                                          "root_certificates": ca}}]  # fmt: skip
+    path = tmp_path / "conf" / "experiment.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_operator_container_sees_the_config_folder_and_the_ca_read_only_and_writes_results_only(tmp_path):
+    (tmp_path / "ca.crt").write_text("not read here")
+    path = _deployment_config(tmp_path, "ca.crt")
+    config = ExperimentConfig.model_validate(yaml.safe_load(path.read_text()))
+    mounts = host_paths(config, path, tmp_path)
+    assert mounts == [path.parent, tmp_path / "ca.crt"]
+    command, _ = operator_command(FlowerFederation(generated_dir=tmp_path), path, tmp_path / "results", mounts, tmp_path)
+    run = command[command.index("run"):]
+    volumes = [run[i + 1] for i, arg in enumerate(run) if arg == "--volume"]
+    assert volumes == [f"{path.parent}:{path.parent}:ro", f"{tmp_path}/ca.crt:{tmp_path}/ca.crt:ro", f"{tmp_path}/results:{tmp_path}/results"]
+    assert run[run.index("--workdir") + 1] == str(tmp_path) and run[run.index("--user") + 1].count(":") == 1
+    assert run[run.index(OPERATOR_SERVICE) + 1:] == ["fltest", "run", str(path), "--results-dir", f"{tmp_path}/results"]
+
+
+def test_a_missing_ca_file_is_one_line_and_exit_2_before_any_container(tmp_path):
+    path = _deployment_config(tmp_path, "missing.crt")
+    result = subprocess.run([sys.executable, "-m", "deploy.flower_cli", "run", str(path)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"fltest-flower: error: {path}: runs.flower.options.root_certificates: {tmp_path}/missing.crt: no such file"
+    ]
+    assert not (tmp_path / "missing.crt").exists() and not (tmp_path / "results").exists()
