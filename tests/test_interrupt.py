@@ -1,0 +1,74 @@
+"""Ctrl-C in a terminal: every process of the run gets SIGINT; fltest ends with one line, exit 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import base_config
+
+SLOW_HOOKS = (  # a slow client, so that the interrupt lands mid-run
+    "import time\n"
+    "def before_local_training(partition_id, server_round, x, y):\n"
+    "    time.sleep(0.3)\n"
+)
+INTERRUPT_AT = "round 2/"
+START_TIMEOUT_S = 240  # Ray or the NVFlare simulator starting on a loaded 2-core machine
+STOP_TIMEOUT_S = 60
+
+
+def _interrupt_mid_run(write_config, tmp_path, run: dict) -> tuple[int, list[str]]:
+    """Start ``fltest run`` with ``run`` in its own process group, SIGINT the group at round 2; (exit code, stderr lines)."""
+    (tmp_path / "slow_hooks.py").write_text(SLOW_HOOKS)
+    data = base_config()
+    data["hooks"] = "slow_hooks"
+    data["training"]["rounds"] = 20
+    data["runs"] = [run]
+    path = write_config(data)
+    process = subprocess.Popen([sys.executable, "-m", "fltest.cli", "run", str(path)], cwd=tmp_path,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines = []
+    deadline = time.monotonic() + START_TIMEOUT_S
+    for line in process.stderr:
+        lines.append(line.rstrip("\n"))
+        if INTERRUPT_AT in line or time.monotonic() > deadline:
+            break
+    assert any(INTERRUPT_AT in line for line in lines), lines[-20:]
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
+    lines += [line.rstrip("\n") for line in process.stderr]
+    try:
+        return process.wait(timeout=STOP_TIMEOUT_S), lines
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _assert_interrupted(code: int, lines: list[str], tmp_path, run: str) -> None:
+    assert code == 130, lines[-30:]
+    assert lines[-1] == "fltest: interrupted", lines[-30:]
+    assert not any(line.startswith("Traceback") for line in lines), lines
+    summary = json.loads((tmp_path / "results" / "digits-demo" / run / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 20, summary
+
+
+def test_ctrl_c_on_a_reference_run(write_config, tmp_path):
+    code, lines = _interrupt_mid_run(write_config, tmp_path, {"name": "reference", "framework": "reference"})
+    _assert_interrupted(code, lines, tmp_path, "reference")
+
+
+@pytest.mark.ray
+def test_ctrl_c_on_a_flower_simulation(write_config, tmp_path):
+    code, lines = _interrupt_mid_run(write_config, tmp_path, {"name": "flower", "framework": "flwr"})
+    _assert_interrupted(code, lines, tmp_path, "flower")
+
+
+@pytest.mark.nvflare
+def test_ctrl_c_on_an_nvflare_simulation(write_config, tmp_path):
+    code, lines = _interrupt_mid_run(write_config, tmp_path, {"name": "nvflare", "framework": "nvflare"})
+    _assert_interrupted(code, lines, tmp_path, "nvflare")
