@@ -5,12 +5,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-# Before anything imports `datasets`: keep the test session's cache out of the user's.
-os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="fltest-hf-"))
+# Before anything imports `datasets`: keep the test session's cache out of the user's
+# (a folder of this session's own, removed when it ends, unless HF_HOME was given).
+SESSION_HF_HOME = None if "HF_HOME" in os.environ else tempfile.mkdtemp(prefix="fltest-hf-")
+if SESSION_HF_HOME:
+    os.environ["HF_HOME"] = SESSION_HF_HOME
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
@@ -18,6 +22,12 @@ import yaml  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "digits.yaml"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the session's own Hugging Face cache: the tests leave nothing in /tmp."""
+    if SESSION_HF_HOME:
+        shutil.rmtree(SESSION_HF_HOME, ignore_errors=True)
 
 
 def base_config() -> dict:
