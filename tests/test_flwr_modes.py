@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from dataclasses import dataclass
 
 import pytest
 
 from fltest.backends import backend_for
 from fltest.backends.flwr import FlwrBackend
 from fltest.backends.flwr_deployment import FlwrDeploymentBackend
+from fltest.cli import main
 from fltest.config.schema import RunConfig
 from tests.conftest import base_config
 
@@ -20,13 +20,36 @@ def test_mode_selects_the_backend():
     assert type(backend_for(RunConfig(name="a", framework="flwr", options={"mode": "deployment"}))) is FlwrDeploymentBackend
 
 
-def _validate(write_config, tmp_path, options: dict, hooks: bool = False) -> subprocess.CompletedProcess:
-    config = base_config()
-    if not hooks:
-        config.pop("hooks")
-    config["runs"] = [{"name": "flower", "framework": "flwr", "options": options}]
-    path = write_config(config)
-    return subprocess.run([sys.executable, "-m", "fltest.cli", "validate", str(path)], cwd=tmp_path, capture_output=True, text=True)
+@dataclass(frozen=True)
+class Outcome:
+    """What ``fltest validate`` returned and wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def validate(write_config, tmp_path, capsys, monkeypatch):
+    """``validate(options, hooks)``: ``fltest validate`` of a config whose one run is flwr with ``options``.
+
+    In this process (the CLI's own subprocess path is tested in test_config.py): a fresh
+    interpreter importing fltest for each case cost seconds apiece.
+    """
+    monkeypatch.chdir(tmp_path)
+
+    def run(options: dict, hooks: bool = False) -> Outcome:
+        config = base_config()
+        if not hooks:
+            config.pop("hooks")
+        config["runs"] = [{"name": "flower", "framework": "flwr", "options": options}]
+        path = write_config(config)
+        capsys.readouterr()
+        code = main(["validate", str(path)])
+        written = capsys.readouterr()
+        return Outcome(code, written.out, written.err)
+
+    return run
 
 
 @pytest.fixture
@@ -36,8 +59,8 @@ def ca_file(tmp_path):
     return path
 
 
-def test_a_deployment_run_with_its_superlink_and_ca_is_valid(write_config, tmp_path, ca_file):
-    result = _validate(write_config, tmp_path, {"mode": "deployment", "superlink": "10.0.0.1:8000", "root_certificates": str(ca_file)})
+def test_a_deployment_run_with_its_superlink_and_ca_is_valid(validate, ca_file):
+    result = validate({"mode": "deployment", "superlink": "10.0.0.1:8000", "root_certificates": str(ca_file)})
     assert result.returncode == 0, result.stderr
 
 
@@ -53,9 +76,9 @@ def test_a_deployment_run_with_its_superlink_and_ca_is_valid(write_config, tmp_p
         ({"mode": "simulation", "superlink": "h:1"}, False, "runs.flower.options.superlink: unknown option for flwr (known: mode)"),
     ],
 )
-def test_bad_flwr_options_are_one_line_and_exit_2(write_config, tmp_path, ca_file, options, hooks, message):
+def test_bad_flwr_options_are_one_line_and_exit_2(validate, ca_file, options, hooks, message):
     options = {k: (str(ca_file) if v == "CA" else v) for k, v in options.items()}
-    result = _validate(write_config, tmp_path, options, hooks)
+    result = validate(options, hooks)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fltest: error: ") and message in lines[0], lines
