@@ -7,7 +7,7 @@ import json
 import docker
 import pytest
 
-from deploy.images import build_fltest_image, copy_build_context, dangling_image_ids, remove_build
+from deploy.images import build_fltest_image, build_tags, copy_build_context, dangling_image_ids, remove_build
 from tests.conftest import REPO
 from tests.docker.conftest import DANGLING_MADE_BY_BUILD
 
@@ -61,22 +61,34 @@ def test_the_build_left_no_untagged_image(docker_client, fltest_image, pytestcon
     assert not left, f"the image build left untagged images: {_describe(docker_client, left)}"
 
 
-def test_rebuilds_after_a_change_leave_no_untagged_image(docker_client, fltest_image, tier_report, tmp_path):
-    """Two rebuilds after one-line changes in fltest/ and pyproject.toml: the tags move, and what they left is gone."""
+def _stand_in_build(client, image, tag: str) -> list[str]:
+    """Tag ``tag`` and its stages' tags on images of their own, as a previous build of ``tag`` would leave them.
+
+    Each is a commit of a container of ``image``: a distinct id that only its one tag holds, made
+    in a second instead of a build of its own.
+    """
+    container = client.containers.create(image.id, ["true"], network_mode="none")
+    try:
+        return [container.commit(*name.rsplit(":", 1)).id for name in build_tags(tag)]
+    finally:
+        container.remove()
+
+
+def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest_image, tier_report, tmp_path):
+    """A rebuild after one-line changes in fltest/ and pyproject.toml: every tag moves, and what it moved from is gone."""
     context = copy_build_context(tmp_path / "context")
     before = dangling_image_ids(docker_client)
-    built = []
     try:
-        for change in (1, 2):
-            for name in ("fltest/__init__.py", "pyproject.toml"):
-                with (context / name).open("a") as handle:
-                    handle.write(f"# change {change}\n")
-            image = build_fltest_image(docker_client, tag=REBUILD_TAG, context=context, report=lambda line: tier_report(f"rebuild {change}: {line}"))
-            built.append(image.id)
+        previous = _stand_in_build(docker_client, fltest_image, REBUILD_TAG)
+        for name in ("fltest/__init__.py", "pyproject.toml"):
+            with (context / name).open("a") as handle:
+                handle.write("# a one-line change\n")
+        build_fltest_image(docker_client, tag=REBUILD_TAG, context=context, report=lambda line: tier_report(f"rebuild: {line}"))
         left = dangling_image_ids(docker_client) - before
-        assert not left, f"rebuilds left untagged images: {_describe(docker_client, left)}"
-        assert built[0] != built[1]
-        with pytest.raises(docker.errors.ImageNotFound):
-            docker_client.images.get(built[0])  # the first rebuild's image, once its tag moved
+        assert not left, f"the rebuild left untagged images: {_describe(docker_client, left)}"
+        for name, old in zip(build_tags(REBUILD_TAG), previous):
+            assert docker_client.images.get(name).id != old, f"{name} did not move"
+            with pytest.raises(docker.errors.ImageNotFound):
+                docker_client.images.get(old)  # the image the tag moved from
     finally:
         remove_build(docker_client, REBUILD_TAG)
