@@ -210,6 +210,29 @@ def experiment(folder: Path) -> Path:
     return path
 
 
+HARDENING = yaml.safe_load((ANSIBLE / "roles" / "fltest_hardening" / "defaults" / "main.yml").read_text())
+
+
+def assert_hardened(node: str, container: str) -> dict:
+    """Check the hardening flags on ``container`` of emulated node ``node`` (docker inspect HostConfig); returns it."""
+    host_config = json.loads(docker("exec", f"fltest-ansible-{node}", "docker", "inspect", "--format", "{{json .HostConfig}}", container).stdout)
+    assert host_config["CapDrop"] == HARDENING["fltest_hardening_cap_drop"], (node, container, host_config["CapDrop"])
+    assert set(HARDENING["fltest_hardening_security_opts"]) <= set(host_config["SecurityOpt"] or []), (node, container, host_config["SecurityOpt"])
+    assert host_config["ReadonlyRootfs"] is True, (node, container)
+    assert host_config["Memory"] > 0 and host_config["MemorySwap"] == host_config["Memory"], (node, container, host_config["Memory"])
+    assert (host_config["PidsLimit"] or 0) > 0, (node, container, host_config["PidsLimit"])
+    assert set(host_config["Tmpfs"] or {}) == {entry.split(":")[0] for entry in HARDENING["fltest_hardening_tmpfs"]}, (node, container)
+    return host_config
+
+
+def stop_events(node: str, container: str, since: str) -> list[dict]:
+    """The kill and die events of ``container`` on emulated node ``node`` since ``since`` (the node's epoch seconds)."""
+    until = docker("exec", f"fltest-ansible-{node}", "date", "+%s").stdout.strip()
+    listed = docker("exec", f"fltest-ansible-{node}", "docker", "events", "--since", since, "--until", until, "--filter", f"container={container}",
+                    "--filter", "event=kill", "--filter", "event=die", "--format", "{{json .}}").stdout  # fmt: skip
+    return [json.loads(line) for line in listed.splitlines() if line.strip()]
+
+
 def node_state(name: str) -> tuple[bool, bool]:
     """Whether an emulated node has the docker CLI, and whether /etc/fltest exists there."""
     has = [docker("exec", f"fltest-ansible-{name}", "test", "-e", path, check=False).returncode == 0 for path in ("/usr/bin/docker", "/etc/fltest")]
@@ -264,6 +287,8 @@ def test_end_to_end(lab, stages):
         assert installed == "install ok installed", (name, installed)
         assert "Docker is running" in docker("exec", f"fltest-ansible-{name}", "service", "docker", "status").stdout
     assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in recap(first.stdout).values())
+    for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker")):
+        assert_hardened(name, container)
     token = docker("exec", "fltest-ansible-e2e-head", "stat", "-c", "%a %u", "/etc/fltest/ray_token").stdout.split()
     assert token == ["600", "10001"]
     assert "ray_token" not in os.listdir(ANSIBLE)
@@ -317,6 +342,17 @@ def test_end_to_end(lab, stages):
     assert (results / "ansible-failing" / "reference" / "summary.json").is_file()
     assert owners(results) == {os.getuid()}
 
+    # A Ray container whose settings changed is replaced gracefully: stopped with SIGTERM (Ray drains
+    # the node) before it is removed, never killed with SIGKILL.
+    since = docker("exec", "fltest-ansible-e2e-worker", "date", "+%s").stdout.strip()
+    replaced = stages.play(lab, "cluster.yml", "--limit", "e2e-worker", "-e", "fltest_ray_pids_limit=4000", stage="cluster.yml (worker's settings changed)")
+    assert replaced.returncode == 0 and recap(replaced.stdout)["e2e-worker"]["changed"] > 0, replaced.stdout[-6000:]
+    events = stop_events("e2e-worker", "fltest-ray-worker", since)
+    signals = [e["Actor"]["Attributes"].get("signal") for e in events if e["Action"] == "kill"]
+    exits = [e["Actor"]["Attributes"].get("exitCode") for e in events if e["Action"] == "die"]
+    assert signals == ["15"] and exits and "137" not in exits, (signals, exits)  # SIGTERM, and no SIGKILL after it
+    assert assert_hardened("e2e-worker", "fltest-ray-worker")["PidsLimit"] == 4000
+
     # One node's Ray container stopped: status.yml fails naming that node only.
     docker("exec", "fltest-ansible-e2e-worker", "docker", "stop", "--time", "45", "fltest-ray-worker")
     broken = stages.play(lab, "status.yml", stage="status.yml (worker's Ray container stopped)")
@@ -347,6 +383,11 @@ def online_supernodes(controller: Path) -> list[dict]:
     env = {**os.environ, "FLWR_HOME": str(controller / "flower" / "flwr-home")}
     listed = subprocess.run([str(BIN / "flwr"), "supernode", "list", "fltest", "--format", "json"], capture_output=True, text=True, env=env)
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
+
+
+def online_ids(controller: Path) -> set[str]:
+    """The node ids the SuperLink lists online."""
+    return {n["node-id"] for n in online_supernodes(controller) if n.get("status") == "online"}
 
 
 def test_flower_experiment_on_supernodes(lab, stages):
@@ -404,6 +445,19 @@ def test_flower_experiment_on_supernodes(lab, stages):
         link = docker("exec", f"fltest-ansible-{name}", "readlink", "/var/lib/fltest/flower/partitions/current").stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{8,}", link), (name, link)
 
+    for name, containers in ((head, ("fltest-ray-head", "fltest-superlink", "fltest-supernode")), (worker, ("fltest-ray-worker", "fltest-supernode"))):
+        for container in containers:
+            assert_hardened(name, container)
+
+    # The SuperLink restarted (docker restart, as the playbook's handler does): its state is on a volume,
+    # so the SuperNodes come back online by themselves, and the next run completes without cluster.yml.
+    docker("exec", f"fltest-ansible-{head}", "docker", "restart", "fltest-superlink")
+    start = time.monotonic()
+    while time.monotonic() < start + 180 and not online_ids(controller) >= set(node_ids.values()):
+        time.sleep(2)
+    back = time.monotonic() - start
+    stages.done("SuperLink restarted: SuperNodes back online", f"{sorted(online_ids(controller))}", back)
+    assert online_ids(controller) >= set(node_ids.values()), online_supernodes(controller)
     rerun = run_yml(lab, config, results)
     assert rerun.returncode == 0, rerun.stdout[-8000:]
     assert recap(rerun.stdout)[worker]["changed"] == 0, rerun.stdout[-6000:]  # its partition is already there
@@ -413,3 +467,23 @@ def test_flower_experiment_on_supernodes(lab, stages):
     config.write_text(yaml.safe_dump(mixed))
     refused = run_yml(lab, config, results)
     assert refused.returncode != 0 and "split them into two configs" in refused.stdout, refused.stdout[-4000:]
+
+    # A SuperNode stopped: status.yml fails with one line naming its host.
+    docker("exec", f"fltest-ansible-{worker}", "docker", "stop", "--time", "20", "fltest-supernode")
+    broken = stages.play(lab, "status.yml", stage="status.yml (worker's SuperNode stopped)")
+    assert broken.returncode == 2, broken.stdout[-6000:]
+    assert re.search(r"cluster not whole: e2e-worker \(fltest-supernode exited", broken.stdout), broken.stdout[-6000:]
+
+    # The SuperLink lost its registrations (container and state volume removed): cluster.yml sees it from the
+    # SuperLink's own list, registers the keys again, starts what is stopped and waits until every SuperNode is online.
+    docker("exec", f"fltest-ansible-{head}", "docker", "rm", "--force", "fltest-superlink")
+    docker("exec", f"fltest-ansible-{head}", "docker", "volume", "rm", "fltest-superlink-state")
+    repaired = stages.play(lab, "cluster.yml", stage="cluster.yml (SuperLink state lost, a SuperNode stopped)")
+    assert repaired.returncode == 0, repaired.stdout[-6000:]
+    outcomes = task_outcomes(repaired.stdout, "fltest_supernode : Register the public key with the SuperLink")
+    assert outcomes == {f"{head} -> localhost": {"changed"}, f"{worker} -> localhost": {"changed"}}, (outcomes, repaired.stdout[-6000:])
+    assert "SuperNodes online: e2e-head node " in repaired.stdout, repaired.stdout[-6000:]
+    new_ids = {name: (controller / "flower" / "supernodes" / f"{name}.node-id").read_text().strip() for name in NODES}
+    assert online_ids(controller) >= set(new_ids.values()), online_supernodes(controller)
+    settled = stages.play(lab, "cluster.yml", stage="cluster.yml (after the repair)")
+    assert settled.returncode == 0 and all(r["changed"] == 0 for r in recap(settled.stdout).values()), settled.stdout[-6000:]
