@@ -27,7 +27,7 @@ def _project(args: argparse.Namespace):
     from deploy.compose import ComposeProject
 
     overrides = {"RAY_WORKERS": str(args.workers)} if getattr(args, "workers", None) is not None else {}
-    return ComposeProject(directory=Path(args.compose_dir), overrides=overrides)
+    return ComposeProject(directory=Path(args.compose_dir), overrides=overrides, dashboard=getattr(args, "dashboard", False))
 
 
 def _token_path(project) -> Path:
@@ -78,6 +78,8 @@ def _up(args: argparse.Namespace) -> int:
     project.up()
     state = wait_until_ready(project, client, args.timeout)
     print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
+    if project.dashboard:
+        print(f"Ray dashboard: http://127.0.0.1:{project.setting('RAY_DASHBOARD_PORT')} (token: {_token_path(project)})")
     return 0
 
 
@@ -155,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--timeout", type=float, default=180.0, help="seconds before failing (default 180)")
         if name == "up":
             command.add_argument("--workers", type=int, help="Ray workers (default: RAY_WORKERS)")
+            command.add_argument("--dashboard", action="store_true",
+                                 help="also run the head's Ray dashboard, token-protected, on 127.0.0.1:RAY_DASHBOARD_PORT (compose/dashboard.yml)")
         command.set_defaults(handler=handler)
 
     status = sub.add_parser("status", help="containers, their CPU limits and what Ray reports")

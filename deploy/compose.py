@@ -21,6 +21,8 @@ SERVICE_LABEL = "com.docker.compose.service"
 HEAD_SERVICE = "ray-head"
 WORKER_SERVICE = "ray-worker"
 STOP_TIMEOUT_S = 45  # above Ray's 30 s drain, as the compose file's stop_grace_period
+COMPOSE_FILE = "docker-compose.yml"
+DASHBOARD_FILE = "dashboard.yml"  # the Ray dashboard opt-in, an override of COMPOSE_FILE
 
 
 def compose_cli() -> list[str]:
@@ -90,6 +92,7 @@ class ComposeProject:
     directory: Path = COMPOSE_DIR
     name: str = ""
     overrides: Mapping[str, str] = field(default_factory=dict)
+    dashboard: bool = False  # with DASHBOARD_FILE: the head's Ray dashboard on the host's 127.0.0.1
 
     def __post_init__(self) -> None:
         """Resolve the project name: the environment, then the folder's ``.env``, then ``fltest``."""
@@ -104,11 +107,15 @@ class ComposeProject:
         """A setting's effective value: an override, the environment, then the ``.env`` file."""
         return self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / ".env", key)
 
-    def compose(self, *args: str) -> subprocess.CompletedProcess:
-        """Run the compose CLI on this project, its output captured; a failure raises one line with compose's reason."""
+    def compose(self, *args: str, dashboard: bool | None = None) -> subprocess.CompletedProcess:
+        """Run the compose CLI on this project, its output captured; a failure raises one line with compose's reason.
+
+        ``dashboard``: add the dashboard override file (default: :attr:`dashboard`).
+        """
         tool = compose_cli()
+        files = [COMPOSE_FILE] + ([DASHBOARD_FILE] if (self.dashboard if dashboard is None else dashboard) else [])
         command = [*tool, "--project-name", self.name, "--project-directory", str(self.directory),
-                   "-f", str(self.directory / "docker-compose.yml"), *args]  # fmt: skip
+                   *(arg for name in files for arg in ("-f", str(self.directory / name))), *args]  # fmt: skip
         env = {**os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
         result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=True)
         if result.returncode != 0:
@@ -160,13 +167,14 @@ class ComposeProject:
         )
 
     def up(self) -> None:
-        """Create or restore every service (restarting stopped or killed containers)."""
+        """Create or restore every service (restarting stopped or killed containers); without :attr:`dashboard`,
+        a dashboard an earlier ``up --dashboard`` started is removed."""
         workers = self.setting("RAY_WORKERS") or "1"
-        self.compose("up", "--detach", "--scale", f"{WORKER_SERVICE}={workers}")
+        self.compose("up", "--detach", "--remove-orphans", "--scale", f"{WORKER_SERVICE}={workers}")
 
     def down(self) -> None:
-        """Stop and remove the project's containers, network and volume."""
-        self.compose("down", "--volumes", "--remove-orphans", "--timeout", str(STOP_TIMEOUT_S))
+        """Stop and remove the project's containers, networks and volumes (the dashboard's too, if it ran)."""
+        self.compose("down", "--volumes", "--remove-orphans", "--timeout", str(STOP_TIMEOUT_S), dashboard=True)
 
 
 def remove_project(project, client) -> None:

@@ -27,7 +27,7 @@ DEFAULT_BASE_IMAGE = "fltest-base:bookworm"
 IMAGE = f"fltest:{__version__}"
 DOCKERFILE = "images/fltest/Dockerfile"
 STAGES = ("requirements", "deps")  # the Dockerfile's stages before the final one, in build order
-CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignore", DOCKERFILE)
+CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignore", "images/requirements.py", DOCKERFILE)
 CONTEXT_FOLDERS = ("fltest", "deploy")
 FLTEST_LABEL = "org.opencontainers.image.title=fltest"  # set by the Dockerfile's final stage
 LOCK = Path(tempfile.gettempdir()) / "fltest-image-build.lock"  # one build at a time on this host

@@ -6,6 +6,12 @@ module, so every node of a cluster listens on the same, documented ports::
     python -m deploy.ray_node head --num-cpus 2
     python -m deploy.ray_node worker --address 10.0.0.1:6379 --num-cpus 4 --node-ip-address 10.0.0.2
 
+The head's dashboard (web UI and HTTP API, token-protected) runs only when asked, with
+``--dashboard`` or ``FLTEST_RAY_DASHBOARD=1``: the dashboard's packages (installed apart in the
+image, :data:`DASHBOARD_PACKAGES`) are then put on the head's ``PYTHONPATH`` and it listens on
+``--dashboard-host`` (default 0.0.0.0: in a container; compose/dashboard.yml publishes it on the
+host's 127.0.0.1 only). Without it every node runs minimal Ray: no dashboard, nothing on 8265.
+
 It replaces itself with ``ray start ... --block`` (the container's main process). It refuses
 to start, with one line on stderr and exit code :data:`REFUSED` (78, ``EX_CONFIG``), without
 token authentication or without a usable token file (a non-empty regular file it can read):
@@ -38,10 +44,18 @@ PORTS: dict[str, int] = {
 WORKER_PORTS = (10002, 10100)
 TOKEN_PATH_VARIABLE = "RAY_AUTH_TOKEN_PATH"
 REFUSED = 78  # EX_CONFIG: the node's settings are wrong, starting again will not help
+DASHBOARD_VARIABLE = "FLTEST_RAY_DASHBOARD"  # "1": run the head's dashboard (compose/dashboard.yml sets it)
+LOOPBACK = "127.0.0.1"
+DASHBOARD_PACKAGES = "/opt/fltest/dashboard"  # Ray's `default` extra, apart from the venv (images/fltest/Dockerfile)
 
 
-def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None) -> list[str]:
-    """The ``ray start`` command line for a ``head`` or ``worker`` node."""
+def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None,
+               dashboard_host: str | None = None) -> list[str]:
+    """The ``ray start`` command line for a ``head`` or ``worker`` node.
+
+    ``dashboard_host``: the head runs the dashboard, listening there; ``None``: no dashboard, and
+    Ray's API server listens on the node's loopback only.
+    """
     args = [
         "ray", "start", "--block", "--disable-usage-stats",
         f"--num-cpus={num_cpus}", "--num-gpus=0",
@@ -60,7 +74,8 @@ def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str |
         args += [
             "--head", f"--port={PORTS['gcs']}",
             f"--ray-client-server-port={PORTS['client_server']}",
-            "--dashboard-host=0.0.0.0", f"--dashboard-port={PORTS['dashboard']}",
+            f"--include-dashboard={dashboard_host is not None}".lower(),
+            f"--dashboard-host={dashboard_host or LOOPBACK}", f"--dashboard-port={PORTS['dashboard']}",
         ]  # fmt: skip
     else:
         args.append(f"--address={address}")
@@ -88,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--object-store-bytes", type=int, default=200 * 1024**2)
     parser.add_argument("--address", help="worker: the head's <host>:6379")
     parser.add_argument("--node-ip-address", help="the node's cluster IP (needed with host networking)")
+    parser.add_argument("--dashboard", action="store_true", default=os.environ.get(DASHBOARD_VARIABLE) == "1",
+                        help=f"head: run the token-protected dashboard (also {DASHBOARD_VARIABLE}=1)")
+    parser.add_argument("--dashboard-host", default="0.0.0.0",
+                        help="with --dashboard: the address it listens on (default 0.0.0.0, for a container)")
     parser.add_argument("--refused-exit-code", type=int, default=REFUSED,
                         help=f"exit code of a refusal to start (default {REFUSED}; 0 with restart: on-failure)")
     args = parser.parse_args(argv)
@@ -99,7 +118,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         sys.exit(args.refused_exit_code)
-    command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address)
+    dashboard_host = args.dashboard_host if args.dashboard and args.role == "head" else None
+    command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address, dashboard_host)
+    if dashboard_host is not None:
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [DASHBOARD_PACKAGES, os.environ.get("PYTHONPATH")]))
     sys.stdout.flush()
     os.execvp(command[0], command)
 

@@ -7,7 +7,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from deploy.compose import HEAD_SERVICE, SERVICE_LABEL, ClusterShape, ComposeProject
+from deploy.compose import HEAD_SERVICE, SERVICE_LABEL, WORKER_SERVICE, ClusterShape, ComposeProject
 from fltest.errors import FLTestError
 
 POLL_INTERVAL_S = 2.0
@@ -43,7 +43,8 @@ def cluster_state(project: ComposeProject, client) -> ClusterState:
     before any exists, what the settings ask for.
     """
     shape = project.deployed_shape(client) or project.shape()
-    containers = project.containers(client, include_stopped=True)
+    containers = [c for c in project.containers(client, include_stopped=True)
+                  if c.labels.get(SERVICE_LABEL) in (HEAD_SERVICE, WORKER_SERVICE)]  # not the dashboard's forwarder
     heads = [c for c in containers if c.labels.get(SERVICE_LABEL) == HEAD_SERVICE and c.status == "running"]
     ray_nodes = live_ray_nodes(heads[0]) if heads else []
     by_hostname = {c.attrs["Config"]["Hostname"]: c.name for c in containers}

@@ -10,7 +10,7 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$repo/wheelhouse}"
 python="${PYTHON:-python3}"
 mkdir -p "$dest"
-mapfile -t requirements < <("$python" -c 'import tomllib, sys; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' "$repo/pyproject.toml")
+mapfile -t requirements < <("$python" "$repo/images/requirements.py" "$repo/pyproject.toml" all)
 download=("$python" -m pip download --quiet --dest "$dest" --constraint "$repo/constraints.txt"
 	--only-binary=:all: --implementation cp --python-version 3.11 --abi cp311 --abi abi3 --abi none
 	--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64

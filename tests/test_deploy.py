@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from deploy.compose import ComposeProject, compose_cli, compose_reason
 from deploy.health import closed_ports, head_unreachable
@@ -175,6 +176,35 @@ def test_the_settings_shape_the_cluster(tmp_path):
     assert (shape.nodes, shape.head_cpus, shape.worker_cpus, shape.cpus) == (4, 2.0, 4.0, 14.0)
 
 
+def test_the_head_runs_the_dashboard_only_when_asked():
+    default = start_args("head", 1, 100_000_000, None, None)
+    assert (_flag(default, "include-dashboard"), _flag(default, "dashboard-host")) == ("false", "127.0.0.1")
+    asked = start_args("head", 1, 100_000_000, None, None, dashboard_host="0.0.0.0")
+    assert (_flag(asked, "include-dashboard"), _flag(asked, "dashboard-host")) == ("true", "0.0.0.0")
+    assert _flag(asked, "dashboard-port") == str(PORTS["dashboard"])
+
+
+def test_every_service_is_hardened_and_the_dashboard_is_published_on_loopback_only(tmp_path):
+    try:
+        compose_cli()
+    except Exception as exc:
+        pytest.skip(f"no compose tool: {exc}")
+    overrides = {"RAY_TOKEN_FILE": str(tmp_path / "token"), "RAY_DASHBOARD_PORT": "18265"}
+    plain = yaml.safe_load(ComposeProject(name="fltest-settings", overrides=overrides).compose("config").stdout)["services"]
+    opted = yaml.safe_load(ComposeProject(name="fltest-settings", overrides=overrides, dashboard=True).compose("config").stdout)["services"]
+    assert sorted(plain) == ["ray-head", "ray-worker"] and sorted(opted) == ["ray-dashboard", "ray-head", "ray-worker"]
+    for name, service in [*plain.items(), *opted.items()]:
+        assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges:true"], name
+        assert service["read_only"] is True and service["mem_limit"] and int(service["pids_limit"]) > 0, name
+        assert "ports" not in service or name == "ray-dashboard", name
+    assert "FLTEST_RAY_DASHBOARD" not in plain["ray-head"]["environment"]
+    assert opted["ray-head"]["environment"]["FLTEST_RAY_DASHBOARD"] == "1"
+    (published,) = opted["ray-dashboard"]["ports"]
+    if isinstance(published, dict):  # compose v2 writes the long form, 1.29 keeps the short one
+        published = f"{published['host_ip']}:{published['published']}:{published['target']}/{published['protocol']}"
+    assert published == "127.0.0.1:18265:8265/tcp"
+
+
 def test_a_bad_config_is_refused_on_the_host_before_any_container(tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("name: x\nclients: 0\n")
@@ -210,3 +240,41 @@ def test_a_ray_actor_error_names_the_node_s_machine_and_cause_in_one_line():
     raised = "<class 'flwr.clientapp.client_app.ClientAppException'>:<'\nTraceback ...\nValueError: bad shard'>"
     assert describe_wrapped_error(raised) == "ValueError: bad shard"  # no stray '>
     assert describe_wrapped_error("plain reason") is None
+
+
+def test_the_dashboard_forwarder_passes_bytes_both_ways_unchanged():
+    import asyncio
+
+    from deploy.tcp_forward import host_port, serve
+
+    assert host_port("ray-head:8265") == ("ray-head", 8265)
+    for bad in ("ray-head", ":8265", "ray-head:http"):
+        with pytest.raises(ValueError):
+            host_port(bad)
+
+    async def exchange() -> bytes:
+        async def echo(reader, writer):
+            writer.write((await reader.readline()).upper())
+            await writer.drain()
+            writer.close()
+
+        target = await asyncio.start_server(echo, "127.0.0.1", 0)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        forwarder = asyncio.create_task(serve(("127.0.0.1", port), target.sockets[0].getsockname()[:2]))
+        for _ in range(100):  # until the forwarder listens
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        writer.write(b"get /api/jobs/\n")
+        await writer.drain()
+        reply = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        forwarder.cancel()
+        target.close()
+        return reply
+
+    assert asyncio.run(exchange()) == b"GET /API/JOBS/\n"

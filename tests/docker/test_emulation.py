@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -12,9 +13,10 @@ import time
 
 import docker
 import pytest
+import requests
 import yaml
 
-from deploy.compose import COMPOSE_DIR, HEAD_SERVICE, WORKER_SERVICE, ComposeProject, compose_cli
+from deploy.compose import COMPOSE_DIR, HEAD_SERVICE, WORKER_SERVICE, ComposeProject, compose_cli, dotenv_value
 from deploy.head_run import run_in_head
 from deploy.images import IMAGE
 from deploy.readiness import wait_until_ready
@@ -94,6 +96,52 @@ def test_ray_reports_every_node_with_its_pinned_cpus(emulation, docker_client):
         assert container.exec_run(["id", "-u"]).output.decode().strip() == "10001"
     network = docker_client.networks.get(f"{PROJECT}_cluster")
     assert network.attrs["Internal"] is True
+
+
+def _limit(key: str) -> str:
+    """A hardening limit as compose/.env sets it (the file every tool reads)."""
+    return dotenv_value(COMPOSE_DIR / ".env", key)
+
+
+def _bytes(size: str) -> int:
+    """``3g``, ``512m`` or a byte count, in bytes (compose's mem_limit units)."""
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    return int(size[:-1]) * units[size[-1].lower()] if size[-1].isalpha() else int(size)
+
+
+def _assert_hardened(container) -> None:
+    """No capability, no privilege gain, a read-only root file system, memory and process limits."""
+    host = container.attrs["HostConfig"]
+    assert host["CapDrop"] == ["ALL"] and not host["CapAdd"], container.name
+    assert "no-new-privileges:true" in host["SecurityOpt"], container.name
+    assert host["ReadonlyRootfs"] is True, container.name
+    assert host["Memory"] > 0 and host["PidsLimit"] > 0, container.name
+    write = container.exec_run(["touch", "/opt/fltest/probe"])
+    assert write.exit_code != 0 and b"Read-only file system" in write.output, container.name
+
+
+def test_every_node_is_hardened_and_its_ray_logs_are_readable(emulation, docker_client):
+    containers = emulation.containers(docker_client, include_stopped=True)
+    assert len(containers) == 3
+    for container in containers:
+        _assert_hardened(container)
+        host = container.attrs["HostConfig"]
+        assert host["Memory"] == _bytes(_limit("RAY_MEMORY_LIMIT"))
+        assert host["PidsLimit"] == int(_limit("RAY_PIDS_LIMIT"))
+    env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
+    logs = _fltest_deploy(env, "logs", "ray-head", "--lines", "3", timeout=120)
+    assert logs.returncode == 0, logs.stderr
+    assert re.search(r"== fltest-test.ray-head.1: Ray logs in /tmp/ray/session_latest/logs: .*raylet\.out", logs.stdout), logs.stdout
+
+
+DASHBOARD_PROBE = "import socket; socket.create_connection(('ray-head', 8265), timeout=5); print('OPEN')"
+
+
+def test_by_default_nothing_listens_on_the_dashboard_port(emulation, docker_client):
+    """No dashboard unless asked: from a worker, the head's 8265 is closed (and nothing is published: see above)."""
+    worker = emulation.containers(docker_client, WORKER_SERVICE)[0]
+    probe = worker.exec_run(["python", "-c", DASHBOARD_PROBE])
+    assert probe.exit_code != 0 and b"ConnectionRefusedError" in probe.output, probe.output.decode()
 
 
 DRIVER_PROBE = "import ray; ray.init(address='ray-head:6379'); print('JOINED', len(ray.nodes()))"
@@ -369,3 +417,61 @@ def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_ke
 def test_down_leaves_no_container_network_or_volume(emulation, docker_client):
     emulation.down()
     assert emulation.leftovers(docker_client) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _host_addresses() -> list[str]:
+    """The host's IPv4 addresses other than loopback (its interfaces, Docker's bridges too)."""
+    output = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout
+    return [a for a in output.split() if "." in a and not a.startswith("127.")]
+
+
+def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(docker_client, fltest_image, tmp_path, tier_report):
+    """``fltest-deploy up --dashboard``: 127.0.0.1:<port> answers 401 without the token, 403 with a wrong one, 200 with it."""
+    token = tmp_path / "ray_token"
+    ensure_ray_token(token)
+    port = _free_port()
+    env = _env("fltest-test-dashboard", token, RAY_DASHBOARD_PORT=str(port))
+    project = ComposeProject(name="fltest-test-dashboard")
+    try:
+        start = time.monotonic()
+        up = _fltest_deploy(env, "up", "--dashboard", "--workers", "0", "--timeout", str(READY_TIMEOUT_S))
+        assert up.returncode == 0, up.stderr
+        tier_report(f"dashboard opt-in: head ready ({time.monotonic() - start:.1f} s)")
+        assert f"Ray dashboard: http://127.0.0.1:{port}" in up.stdout
+        containers = project.containers(docker_client)
+        assert sorted(c.labels["com.docker.compose.service"] for c in containers) == ["ray-dashboard", HEAD_SERVICE]
+        for container in containers:
+            _assert_hardened(container)
+        head = project.head(docker_client)
+        assert not head.attrs["HostConfig"]["PortBindings"]  # the head publishes nothing itself
+        assert set(head.attrs["NetworkSettings"]["Networks"]) == {"fltest-test-dashboard_cluster"}
+        forwarder = next(c for c in containers if c.labels["com.docker.compose.service"] == "ray-dashboard")
+        assert forwarder.attrs["HostConfig"]["PortBindings"] == {"8265/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]}
+        url = f"http://127.0.0.1:{port}/api/jobs/"
+        deadline = time.monotonic() + 60  # the dashboard's HTTP server starts after Ray reports the node
+        while True:
+            try:
+                anonymous = requests.get(url, timeout=10)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        assert anonymous.status_code == 401
+        assert requests.get(url, headers={"Authorization": "Bearer " + "0" * 64}, timeout=10).status_code == 403
+        allowed = requests.get(url, headers={"Authorization": f"Bearer {token.read_text().strip()}"}, timeout=10)
+        assert allowed.status_code == 200 and allowed.json() == []
+        for address in _host_addresses():
+            with socket.socket() as probe:
+                probe.settimeout(3)
+                assert probe.connect_ex((address, port)) != 0, f"the dashboard answers on {address}:{port}"
+    finally:
+        down = _fltest_deploy(env, "down", timeout=180)
+    assert down.returncode == 0, down.stderr
+    assert project.leftovers(docker_client) == []
