@@ -44,7 +44,7 @@ PROXY_CONFIG = Path(__file__).resolve().with_name("fleet_proxy.conf")
 TLS_MOUNT = "/run/secrets/tls"
 KEY_MOUNT = "/run/secrets/supernode"
 CA_MOUNT = f"{TLS_MOUNT}/ca.crt"
-CONTAINER_TMP = "/tmp"  # the only writable path of a container's root file system (tmpfs)
+HARDENING_KEY = "x-hardening"  # flower.yml's settings of every container, SuperNodes included
 OPERATOR_TIMEOUT_S = 60
 DATA_MOUNT = "/var/lib/fltest/partition"
 STOP_TIMEOUT_S = 10
@@ -151,14 +151,11 @@ class FlowerFederation:
         data = self.path("FLOWER_DATA_DIR") / node
         group = data.stat().st_gid if data.is_dir() else CONTAINER_UID
         return {
-            "image": self.setting("FLTEST_IMAGE"),
-            "init": True,
-            "user": f"{CONTAINER_UID}:{CONTAINER_UID}",
+            **self.hardening(),  # compose interpolates its ${FLTEST_IMAGE} here too
+            "mem_limit": "${FLOWER_SUPERNODE_MEMORY}",
             **({"group_add": [str(group)]} if group != CONTAINER_UID else {}),  # reads a partition of a non-root owner
             "container_name": self.container_name(node),
             "hostname": self.container_name(node),
-            **self.hardening(self.setting("FLOWER_SUPERNODE_MEMORY")),
-            "environment": {"FLWR_HOME": f"{CONTAINER_TMP}/flwr", "HOME": CONTAINER_TMP, "HF_HOME": f"{CONTAINER_TMP}/hf"},
             "command": [
                 "flower-supernode",
                 f"--superlink={FLEET_ADDRESS}",
@@ -180,17 +177,10 @@ class FlowerFederation:
             },
         }  # fmt: skip
 
-    def hardening(self, memory: str) -> dict:
-        """What every container of the project has (as ``flower.yml``'s ``x-hardening``): no capabilities,
-        no-new-privileges, a read-only root file system with a tmpfs ``/tmp``, memory and pids limits."""
-        return {
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges:true"],
-            "read_only": True,
-            "tmpfs": [f"{CONTAINER_TMP}:mode=1777"],
-            "mem_limit": memory,
-            "pids_limit": int(self.setting("FLOWER_PIDS_LIMIT")),
-        }
+    def hardening(self) -> dict:
+        """``flower.yml``'s ``x-hardening``, what every container of the project has (the image, uid
+        10001, no capabilities, no-new-privileges, a read-only root with a tmpfs ``/tmp``, a pids limit)."""
+        return dict(yaml.safe_load((self.directory / COMPOSE_FILE).read_text())[HARDENING_KEY])
 
     def write_supernodes(self, nodes: Mapping[str, int], num_partitions: int) -> Path:
         """Write the generated compose file: one service per ``{node: partition_id}``."""
@@ -222,6 +212,10 @@ class FlowerFederation:
     def up(self, *services: str) -> None:
         """Create or start ``services`` (all of them when none is named)."""
         self.compose("up", "--detach", *services)
+
+    def up_superlink(self) -> None:
+        """Create or start the SuperLink side: the namespace holder, the SuperLink, its Fleet proxy."""
+        self.up(HOLDER_SERVICE, SUPERLINK_SERVICE, PROXY_SERVICE)
 
     def docker(self):
         """The Docker SDK client (one per federation, made on first use)."""

@@ -58,7 +58,7 @@ def _up(args: argparse.Namespace) -> int:
     federation.tls()
     federation.ensure_keys(nodes)
     federation.write_supernodes({node: i for i, node in enumerate(nodes)}, len(nodes))
-    federation.up("superlink")
+    federation.up_superlink()
     federation.wait_superlink(client, args.timeout)
     known = federation.known_node_ids()  # a SuperLink that lost its state knows no key: register again
     federation.save_node_ids({**known, **{node: federation.register(node) for node in nodes if node not in known}})

@@ -55,7 +55,11 @@ class FlwrDeploymentBackend(Backend):
         if not _ADDRESS.match(address):
             raise InputError(f"runs.{run.name}.options.superlink: {address!r}: expected <host>:<port>")
         ca = _root_certificates(run)
-        if not ca.is_file():
+        try:
+            found = ca.is_file()
+        except OSError as exc:  # e.g. a folder this user may not enter
+            raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: {exc.strerror}") from None
+        if not found:
             raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
         if config.hooks:
             raise InputError(f"hooks: not supported with mode {MODE} (the SuperNodes cannot import {config.hooks!r})")
