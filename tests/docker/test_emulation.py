@@ -116,18 +116,19 @@ def _assert_hardened(container) -> None:
     assert "no-new-privileges:true" in host["SecurityOpt"], container.name
     assert host["ReadonlyRootfs"] is True, container.name
     assert host["Memory"] > 0 and host["PidsLimit"] > 0, container.name
-    write = container.exec_run(["touch", "/opt/fltest/probe"])
-    assert write.exit_code != 0 and b"Read-only file system" in write.output, container.name
+    write = container.exec_run(["touch", "/probe"], user="root")  # root owns /: only the read-only mount stops it
+    assert write.exit_code != 0 and b"Read-only file system" in write.output, (container.name, write.output)
 
 
 def test_every_node_is_hardened_and_its_ray_logs_are_readable(emulation, docker_client):
     containers = emulation.containers(docker_client, include_stopped=True)
     assert len(containers) == 3
+    services = yaml.safe_load(emulation.compose("config").stdout)["services"]  # the compose file, as resolved
     for container in containers:
         _assert_hardened(container)
         host = container.attrs["HostConfig"]
         assert host["Memory"] == _bytes(_limit("RAY_MEMORY_LIMIT"))
-        assert host["PidsLimit"] == int(_limit("RAY_PIDS_LIMIT"))
+        assert host["PidsLimit"] == int(services[container.labels["com.docker.compose.service"]]["pids_limit"])
     env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
     logs = _fltest_deploy(env, "logs", "ray-head", "--lines", "3", timeout=120)
     assert logs.returncode == 0, logs.stderr
@@ -466,7 +467,7 @@ def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(doc
         assert anonymous.status_code == 401
         assert requests.get(url, headers={"Authorization": "Bearer " + "0" * 64}, timeout=10).status_code == 403
         allowed = requests.get(url, headers={"Authorization": f"Bearer {token.read_text().strip()}"}, timeout=10)
-        assert allowed.status_code == 200 and allowed.json() == []
+        assert allowed.status_code == 200 and isinstance(allowed.json(), list)  # the jobs (drivers) so far
         for address in _host_addresses():
             with socket.socket() as probe:
                 probe.settimeout(3)
