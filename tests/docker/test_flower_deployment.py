@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -40,7 +39,7 @@ ROGUE = supernode_name(2)  # has a key pair, never registered
 ROUNDS = 3
 TIMEOUT_S = 120
 RUN_TIMEOUT_S = 300  # a whole 3-round run, with room for a loaded host (measured 65-145 s)
-SETUP_BOUND_S = 30  # fltest's start-up, the shards, one question to the SuperLink
+SETUP_BOUND_S = 120  # the operator container's and fltest's start-up, the shards, one question to the SuperLink (50 s at load 15)
 HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
 
 
@@ -315,8 +314,15 @@ def _failure_line(stderr: str) -> str:
     return lines[0]
 
 
+def _remove_operator_runs(federation, client) -> None:
+    """Remove one-off operator containers a killed ``fltest-flower run`` left (its compose client died, not them)."""
+    for container in federation.containers(client, "operator", include_stopped=True):
+        container.remove(force=True)
+
+
 def _restore(federation, client, node: str) -> float:
     """Start ``node``'s container if it is not running; seconds until the SuperLink reports it online."""
+    _remove_operator_runs(federation, client)
     start = time.monotonic()
     container = _container(federation, client, node, include_stopped=True)
     container.reload()
@@ -334,7 +340,7 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
     process = _flower_run(federation, _cli_config(config, root, "killed", rounds=50, round_timeout_s=3 * HEARTBEAT_S), results)
     metrics = results / config.name / "flower" / "metrics.jsonl"
     try:
-        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, TIMEOUT_S, "round 1")
+        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, RUN_TIMEOUT_S, "round 1")
         _container(federation, docker_client, victim).kill()
         killed = time.monotonic()
         _, stderr = process.communicate(timeout=bound)
@@ -366,7 +372,8 @@ def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, t
     try:
         _wait_for(lambda: "online" not in _status(federation).values(), TIMEOUT_S, "the SuperNodes to be offline")
         start = time.monotonic()
-        process = _flower_run(federation, _cli_config(config, root, "offline"), root / "results-offline")
+        # A round timeout far above the bound: waiting for the nodes instead of asking first would fail the bound.
+        process = _flower_run(federation, _cli_config(config, root, "offline", round_timeout_s=900), root / "results-offline")
         _, stderr = process.communicate(timeout=TIMEOUT_S)
         elapsed = time.monotonic() - start
     finally:
@@ -393,7 +400,7 @@ def test_superlink_restart_keeps_registrations_and_the_next_run_completes(federa
     assert listed.returncode == 0, listed.stderr
     assert sorted(line.split()[2] for line in listed.stdout.splitlines()) == NODES
     start = time.monotonic()
-    result = _flower_cli(federation, "run", str(_cli_config(config, root, "restarted")), "--results-dir",
+    result = _flower_cli(federation, "run", str(_cli_config(config, root, "restarted", round_timeout_s=180)), "--results-dir",
                          str(root / "results-restarted"), timeout=RUN_TIMEOUT_S)  # fmt: skip
     tier_report(f"flower: SuperLink restarted -> SuperNodes online in {recovery:.1f} s; next run {time.monotonic() - start:.1f} s")
     assert result.returncode == 0, result.stderr
