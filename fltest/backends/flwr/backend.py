@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 
 import cloudpickle
@@ -13,6 +14,7 @@ from flwr.simulation import run_simulation
 from fltest.backends.base import Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app, params_to_record, record_to_params
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
+from fltest.backends.flwr.stoppable_grid import RunStopped, StoppableGrid
 from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig
@@ -23,8 +25,8 @@ from fltest.hooks import load_hooks
 log = logging.getLogger(__name__)
 
 
-def _make_server_app(job: RunJob) -> ServerApp:
-    """The ServerApp: discover partitions, run SelectedFedAvg, record every round."""
+def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
+    """The ServerApp: discover partitions, run SelectedFedAvg, record every round; it returns once ``stop`` is set."""
     config, recorder = job.config, job.recorder
     hooks = load_hooks(config.hooks)
     test_x, test_y = job.shards.test_arrays()
@@ -32,6 +34,12 @@ def _make_server_app(job: RunJob) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        try:
+            run_rounds(StoppableGrid(grid, stop))
+        except RunStopped:  # Ctrl-C: the main thread records the run as interrupted
+            return
+
+    def run_rounds(grid: Grid) -> None:
         timeout = config.training.round_timeout_s
         mapping = discover_partitions(grid, config.clients, timeout)
         recorder.setup_done()
@@ -103,11 +111,15 @@ class FlwrBackend(Backend):
         client_app = make_client_app(config, shard_source)
         job.recorder.info["client_app_pickled_bytes"] = len(cloudpickle.dumps(client_app))
         job.recorder.info["ray_address"] = address or "local"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(
-                server_app=_make_server_app(job),
-                client_app=client_app,
-                num_supernodes=config.clients,
-                backend_config=backend_config,
-            )
+        stop = threading.Event()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                run_simulation(
+                    server_app=_make_server_app(job, stop),
+                    client_app=client_app,
+                    num_supernodes=config.clients,
+                    backend_config=backend_config,
+                )
+        finally:
+            stop.set()  # the ServerApp's thread, if still waiting for replies, returns at once
