@@ -235,7 +235,13 @@ def test_a_ray_actor_error_names_the_node_s_machine_and_cause_in_one_line():
     unavailable = ("<class 'ray.exceptions.ActorUnavailableError'>:<'The actor None is unavailable: lost. The task may or may "
                    "not have been executed on the actor.'>")  # fmt: skip
     assert describe_wrapped_error(unavailable, alive.get) == (
-        "its Ray node: The actor None is unavailable: lost. The task may or may not have been executed on the actor. (ActorUnavailableError)"
+        "its Ray node became unreachable: stopped, or cut off from the driver (ActorUnavailableError)"
+    )
+    killed = ("<class 'ray.exceptions.ActorUnavailableError'>:<'The actor 5f1d0c0e6a1b2c3d4e5f60718293a4b5c6d7e8f9 is unavailable: "
+              "The actor is temporarily unavailable: RpcError: RPC Error message: Socket closed; RPC Error details:  rpc_code: 14."
+              " The task may or may not have been executed on the actor.\n\tip: 172.26.0.3'>")  # fmt: skip
+    assert describe_wrapped_error(killed, alive.get) == (
+        "Ray node fltest_ray-worker_1 (172.26.0.3) became unreachable: stopped, or cut off from the driver (ActorUnavailableError)"
     )
     raised = "<class 'flwr.clientapp.client_app.ClientAppException'>:<'\nTraceback ...\nValueError: bad shard'>"
     assert describe_wrapped_error(raised) == "ValueError: bad shard"  # no stray '>

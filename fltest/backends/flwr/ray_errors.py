@@ -18,6 +18,8 @@ from collections.abc import Callable
 WRAPPED = re.compile(r"<class '(?P<type>[\w.]+)'>:<'(?P<message>.*)'>", re.S)
 ACTOR_ID = re.compile(r"(?:actor_id: |The actor )(?P<id>[0-9a-f]{16,})")
 NODE_DEATH = ("node has died", "node was terminated", "node died", "node is dead")
+#: Ray's error when an actor's process cannot be reached (its node killed a moment ago, before Ray declares it dead).
+UNREACHABLE = "ActorUnavailableError"
 
 NodeInfo = Callable[[str], "tuple[str, bool] | None"]  # ip -> (node name, alive)
 
@@ -86,8 +88,8 @@ def describe_wrapped_error(reason: str, node_info: NodeInfo = ray_node_info) -> 
     """One line for a Flower-wrapped client error, or ``None`` when ``reason`` is not wrapped.
 
     A Ray actor error reads ``Ray node <name> (<ip>) died (ActorDiedError)`` when Ray lists
-    that node dead or the error says its node died, else ``Ray node <name> (<ip>): <first
-    line> (<type>)``; any other exception reads as its message's last line (the exception
+    that node dead or the error says its node died, ``Ray node <name> (<ip>) became unreachable:
+    ...`` for an actor Ray cannot reach, else ``Ray node <name> (<ip>): <first line> (<type>)``; any other exception reads as its message's last line (the exception
     itself), without Flower's wrapper.
     """
     match = WRAPPED.fullmatch(reason.strip())
@@ -104,4 +106,6 @@ def describe_wrapped_error(reason: str, node_info: NodeInfo = ray_node_info) -> 
     died = (info is not None and not info[1]) or any(phrase in message for phrase in NODE_DEATH)
     if died:
         return f"{where} died ({kind})"
+    if kind == UNREACHABLE:
+        return f"{where} became unreachable: stopped, or cut off from the driver ({kind})"
     return f"{where}: {lines[0] if lines else 'no message'} ({kind})"
