@@ -64,6 +64,19 @@ def compose_reason(stderr: str) -> str:
     return reason if len(reason) <= REASON_MAX_CHARS else reason[: REASON_MAX_CHARS - 3] + "..."
 
 
+def run_compose(command: list[str], tool: list[str], verb: str, project: str, cwd: Path,
+                env: dict[str, str]) -> subprocess.CompletedProcess:  # fmt: skip
+    """Run the compose ``command`` (``tool`` ... ``verb`` ...), its output captured; a failure raises one line.
+
+    The line names the tool, the verb, the project and compose's own reason (:func:`compose_reason`).
+    """
+    result = subprocess.run(command, cwd=cwd, env=env, text=True, capture_output=True)
+    if result.returncode != 0:
+        reason = compose_reason(result.stderr) or "no reason given"
+        raise FLTestError(f"{' '.join(tool)} {verb} (project {project}) failed (exit {result.returncode}): {reason}")
+    return result
+
+
 @dataclass(frozen=True)
 class ClusterShape:
     """What the compose settings ask for: the node count and the CPUs of each node."""
@@ -117,11 +130,7 @@ class ComposeProject:
         command = [*tool, "--project-name", self.name, "--project-directory", str(self.directory),
                    *(arg for name in files for arg in ("-f", str(self.directory / name))), *args]  # fmt: skip
         env = {**os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
-        result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=True)
-        if result.returncode != 0:
-            reason = compose_reason(result.stderr) or "no reason given"
-            raise FLTestError(f"{' '.join(tool)} {args[0]} (project {self.name}) failed (exit {result.returncode}): {reason}")
-        return result
+        return run_compose(command, tool, args[0], self.name, cwd=self.directory, env=env)
 
     def shape(self) -> ClusterShape:
         """The node count and CPUs the settings give, read from compose's own resolved config."""

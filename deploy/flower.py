@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from deploy.compose import COMPOSE_DIR, ComposeProject, compose_cli, dotenv_value
+from deploy.compose import COMPOSE_DIR, ComposeProject, compose_cli, dotenv_value, run_compose
 from deploy.secrets import CONTAINER_UID
 from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key, node_dir
 from deploy.tls import TlsFiles, ensure_tls
@@ -191,23 +191,20 @@ class FlowerFederation:
         path.write_text(header + yaml.safe_dump({"services": services}, sort_keys=False))
         return path
 
-    def compose_command(self, *args: str) -> tuple[list[str], dict[str, str]]:
-        """The compose CLI command on flower.yml plus the generated SuperNodes, and its environment."""
+    def compose_command(self, *args: str, tool: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+        """The compose CLI command (``tool``, by default :func:`compose_cli`) on flower.yml plus the generated SuperNodes, and its environment."""
         generated = self.generated_dir / "supernodes.yml"
         files = ["-f", str(self.directory / COMPOSE_FILE)] + (["-f", str(generated)] if generated.is_file() else [])
-        command = [*compose_cli(), "--project-name", self.name, "--project-directory", str(self.directory),
+        command = [*(tool or compose_cli()), "--project-name", self.name, "--project-directory", str(self.directory),
                    "--env-file", str(self.directory / ENV_FILE), *files, *args]  # fmt: skip
         env = {**os.environ, **self.overrides, "FLOWER_TLS_DIR": str(self.path("FLOWER_TLS_DIR"))}
         return command, env
 
     def compose(self, *args: str) -> subprocess.CompletedProcess:
         """Run the compose CLI (:meth:`compose_command`), its output captured; a failure raises one line."""
-        command, env = self.compose_command(*args)
-        result = subprocess.run(command, cwd=self.directory, env=env, text=True, capture_output=True)
-        if result.returncode != 0:
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
-            raise FLTestError(f"{' '.join(command[:2])} {args[0]} failed (exit {result.returncode}){': ' + lines[-1] if lines else ''}")
-        return result
+        tool = compose_cli()
+        command, env = self.compose_command(*args, tool=tool)
+        return run_compose(command, tool, args[0], self.name, cwd=self.directory, env=env)
 
     def up(self, *services: str) -> None:
         """Create or start ``services`` (all of them when none is named)."""

@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
-from deploy.compose import COMPOSE_DIR
+from deploy.compose import COMPOSE_DIR, compose_cli
 from deploy.flower import (
     CA_MOUNT,
     FLEET_ADDRESS,
@@ -26,6 +27,7 @@ from deploy.flower import (
 )
 from deploy.flower_run import host_paths, operator_command
 from fltest.config.schema import ExperimentConfig
+from fltest.errors import FLTestError
 from tests.conftest import base_config
 
 HARDENING = ("cap_drop", "security_opt", "read_only", "tmpfs", "mem_limit", "pids_limit", "user")
@@ -113,3 +115,15 @@ def test_a_missing_ca_file_is_one_line_and_exit_2_before_any_container(tmp_path)
         f"fltest-flower: error: {path}: runs.flower.options.root_certificates: {tmp_path}/missing.crt: no such file"
     ]
     assert not (tmp_path / "missing.crt").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_compose_failure_is_one_line_naming_the_verb_the_project_and_compose_s_reason(tmp_path):
+    generated = tmp_path / "generated"
+    generated.mkdir()
+    (generated / "supernodes.yml").write_text("services: [not, a, mapping\n")  # compose cannot parse it
+    federation = FlowerFederation(name="fltest-flower-kit-test", generated_dir=generated)
+    with pytest.raises(FLTestError) as failure:
+        federation.compose("config")
+    (line,) = str(failure.value).splitlines()
+    tool = " ".join(compose_cli())
+    assert re.fullmatch(rf"{re.escape(tool)} config \(project fltest-flower-kit-test\) failed \(exit \d+\): \S.*", line), line
