@@ -23,9 +23,10 @@ import yaml
 
 from deploy.compose import COMPOSE_DIR, ComposeProject, compose_cli, dotenv_value, run_compose
 from deploy.secrets import CONTAINER_UID
+from deploy.superlink_flwr import CA_MOUNT, PUBLIC_KEY_ENV, PUBLIC_KEY_FILE, SUPERLINK_ADDRESS
 from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key, node_dir
 from deploy.tls import TlsFiles, ensure_tls
-from fltest.backends.flwr_deployment.connection import CONNECTION, connection_toml, flwr_what, parse_answer
+from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_what, parse_answer
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, export_partition
 from fltest.data.shards import ShardSet
 from fltest.errors import FLTestError, InputError, RunFailed
@@ -36,24 +37,14 @@ SUPERLINK_SERVICE = "superlink"
 PROXY_SERVICE = "fleet-proxy"
 HOLDER_SERVICE = "superlink-net"  # holds the namespace of the SuperLink, the proxy and the operator
 OPERATOR_SERVICE = "operator"
-SUPERLINK_PORT = 9443  # the SuperLink's one HTTPS API, on 127.0.0.1 of its namespace (flower.yml, fleet_proxy.conf)
-SUPERLINK_ADDRESS = f"127.0.0.1:{SUPERLINK_PORT}"  # a deployment run's `superlink` under `fltest-flower run`
 FLEET_PORT = 8000  # the Fleet proxy (fleet_proxy.conf), the only listener on the compose network
 FLEET_ADDRESS = f"superlink:{FLEET_PORT}"  # the SuperNodes' address: the holder's alias, a SAN of the certificate
 PROXY_CONFIG = Path(__file__).resolve().with_name("fleet_proxy.conf")
-TLS_MOUNT = "/run/secrets/tls"
 KEY_MOUNT = "/run/secrets/supernode"
-CA_MOUNT = f"{TLS_MOUNT}/ca.crt"
 HARDENING_KEY = "x-hardening"  # flower.yml's settings of every container, SuperNodes included
 OPERATOR_TIMEOUT_S = 60
 DATA_MOUNT = "/var/lib/fltest/partition"
 STOP_TIMEOUT_S = 10
-# `sh -c` inside the SuperLink's container: a private FLWR_HOME with the connection, then flwr "$@".
-_OPERATOR_SCRIPT = (
-    'home="$(mktemp -d)"; trap \'rm -rf "$home"\' EXIT; cd "$home"; '
-    'printf "%s" "$FLTEST_CONNECTION" > config.toml; printf "%s" "$FLTEST_PUBLIC_KEY" > node.pub; '
-    'FLWR_HOME="$home" "$0" "$@"'
-)
 
 
 def supernode_name(index: int) -> str:
@@ -225,8 +216,9 @@ class FlowerFederation:
     def flwr(self, *args: str, public_key: str = "", timeout: float = OPERATOR_TIMEOUT_S) -> dict:
         """Run ``flwr <args> --format json`` inside the SuperLink's container, against 127.0.0.1; its answer.
 
-        The connection (and ``public_key``, as the file ``node.pub`` in the working folder) are
-        written to a private folder of the container's tmpfs for this one command. A SuperLink
+        :mod:`deploy.superlink_flwr` writes the connection (and ``public_key``, as the file
+        ``node.pub`` in the working folder) to a private folder of the container's tmpfs for this
+        one command. A SuperLink
         container that is missing or stopped, a command with no answer within ``timeout``: one
         line naming the container (:class:`RunFailed`).
         """
@@ -236,8 +228,8 @@ class FlowerFederation:
         if not found:
             raise RunFailed(f"project {self.name}: no {SUPERLINK_SERVICE} container (fltest-flower up)")
         container = found[0]
-        command = ["timeout", str(int(timeout)), "sh", "-ec", _OPERATOR_SCRIPT, "flwr", *args, "--format", "json"]
-        environment = {"FLTEST_CONNECTION": connection_toml(SUPERLINK_ADDRESS, CA_MOUNT), "FLTEST_PUBLIC_KEY": public_key}
+        command = ["timeout", str(int(timeout)), "python", "-m", "deploy.superlink_flwr", *args, "--format", "json"]
+        environment = {PUBLIC_KEY_ENV: public_key}
         try:
             code, (out, err) = container.exec_run(command, environment=environment, demux=True)
         except docker.errors.APIError as exc:
@@ -253,7 +245,7 @@ class FlowerFederation:
     def register(self, node: str) -> int:
         """Register ``node``'s public key with the running SuperLink; returns its node id."""
         public = (node_dir(self.keys_dir, node) / f"{PRIVATE_NAME}.pub").read_text()
-        answer = self.flwr("supernode", "register", "node.pub", CONNECTION, "--name", node, public_key=public)
+        answer = self.flwr("supernode", "register", PUBLIC_KEY_FILE, CONNECTION, "--name", node, public_key=public)
         return int(answer["node-id"])
 
     def save_node_ids(self, node_ids: Mapping[str, int]) -> None:

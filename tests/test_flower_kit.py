@@ -12,20 +12,17 @@ import yaml
 
 from deploy.compose import COMPOSE_DIR, compose_cli
 from deploy.flower import (
-    CA_MOUNT,
     FLEET_ADDRESS,
     FLEET_PORT,
     HOLDER_SERVICE,
     OPERATOR_SERVICE,
     PROXY_CONFIG,
     PROXY_SERVICE,
-    SUPERLINK_ADDRESS,
-    SUPERLINK_PORT,
     SUPERLINK_SERVICE,
-    TLS_MOUNT,
     FlowerFederation,
 )
 from deploy.flower_run import host_paths, operator_command
+from deploy.superlink_flwr import CA_MOUNT, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FLTestError
 from tests.conftest import base_config
@@ -127,3 +124,13 @@ def test_a_compose_failure_is_one_line_naming_the_verb_the_project_and_compose_s
     (line,) = str(failure.value).splitlines()
     tool = " ".join(compose_cli())
     assert re.fullmatch(rf"{re.escape(tool)} config \(project fltest-flower-kit-test\) failed \(exit \d+\): \S.*", line), line
+
+
+def test_the_ansible_roles_name_the_same_ports_paths_and_module_as_the_emulation():
+    defaults = yaml.safe_load((COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_flower" / "defaults" / "main.yml").read_text())
+    assert defaults["fltest_flower_api_address"] == SUPERLINK_ADDRESS
+    assert defaults["fltest_flower_proxy_port"] == FLEET_PORT
+    assert defaults["fltest_flower_tls_mount"] == TLS_MOUNT
+    assert "'python', '-m', 'deploy.superlink_flwr'" in defaults["fltest_flower_flwr"]
+    superlink = (COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_superlink" / "tasks" / "main.yml").read_text()
+    assert f"/opt/fltest/app/deploy/{PROXY_CONFIG.name}" in superlink  # the proxy runs the image's own file

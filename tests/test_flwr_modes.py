@@ -8,7 +8,7 @@ import pytest
 
 from fltest.backends import backend_for
 from fltest.backends.flwr import FlwrBackend
-from fltest.backends.flwr_deployment import FlwrDeploymentBackend
+from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
 from fltest.cli import main
 from fltest.config.schema import RunConfig
 from tests.conftest import base_config

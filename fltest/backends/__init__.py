@@ -41,7 +41,7 @@ def backend_for(run: RunConfig) -> Backend:
     if run.framework == "flwr":
         mode = run.options.get("mode", "simulation")
         if mode == "deployment":
-            from fltest.backends.flwr_deployment import FlwrDeploymentBackend
+            from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
 
             return FlwrDeploymentBackend()
         if mode != "simulation":

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 
-from deploy.flower import FLEET_PORT, SUPERLINK_PORT, FlowerFederation, supernode_name
+from deploy.flower import FlowerFederation, supernode_name
 from deploy.images import IMAGE
 from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
 from fltest.config.schema import ExperimentConfig
@@ -30,6 +30,8 @@ from fltest.errors import InputError, RunFailed
 from fltest.runner import prepare
 from tests.conftest import base_config
 from tests.conformance import assert_conforms
+from tests.control_probe import PROBE, check_refusals, probes
+from tests.docker.streams import find_in_stream
 
 pytestmark = pytest.mark.docker
 
@@ -152,44 +154,6 @@ def test_unregistered_key_is_refused(federation, docker_client):
     assert sorted(status.values()) == ["online", "online"]  # the rogue never got a node id
 
 
-# Probes: (host, port, method, path) -> the HTTP status and whether nginx's own page answered, or the error's name.
-_PROBE = r"""
-import http.client, json, ssl, sys
-context = ssl.create_default_context()
-context.check_hostname, context.verify_mode = False, ssl.CERT_NONE   # a user who skips the check
-answers = {}
-for host, port, method, path in json.loads(sys.argv[1]):
-    try:
-        connection = http.client.HTTPSConnection(host, port, context=context, timeout=5)
-        connection.request(method, path, body=b"" if method == "POST" else None, headers={"Content-Type": "application/protobuf"})
-        response = connection.getresponse()
-        answers[f"{method} {host}:{port}{path}"] = [response.status, b"<center>nginx</center>" in response.read()]
-    except OSError as exc:
-        answers[f"{method} {host}:{port}{path}"] = type(exc).__name__
-print(json.dumps(answers))
-"""
-CONTROL_PATHS = ["/v1/control/list-nodes", "/v1/control/unregister-node", "/v1/fleet/../control/list-nodes",
-                 "/v1/fleet/%2e%2e/control/list-nodes", "/v1/control/../fleet/get-run", "/v1/runtime/get-nodes"]  # fmt: skip
-
-
-def _probes(hosts: list[str]) -> tuple[list, list, list]:
-    """The Control probes (every path, both ports), the /health probes and a Fleet probe, for ``hosts``."""
-    control = [(h, port, "POST", path) for h in hosts for port in (FLEET_PORT, SUPERLINK_PORT) for path in CONTROL_PATHS]
-    return control, [(h, FLEET_PORT, "GET", "/health") for h in hosts], [(h, FLEET_PORT, "POST", "/v1/fleet/get-run") for h in hosts]
-
-
-def _refused(answer) -> bool:
-    """The proxy's own 403, or no listener at all."""
-    return answer == [403, True] or answer == "ConnectionRefusedError"
-
-
-def _check_refusals(answers: dict, control: list, health: list, fleet: list) -> None:
-    key = lambda probe: f"{probe[2]} {probe[0]}:{probe[1]}{probe[3]}"  # noqa: E731
-    assert {key(p): answers[key(p)] for p in control if not _refused(answers[key(p)])} == {}
-    assert all(answers[key(p)] == [200, False] for p in health), answers
-    assert all(isinstance(answers[key(p)], list) and answers[key(p)][1] is False for p in fleet), answers  # the SuperLink answered
-
-
 def test_no_local_user_and_no_supernode_reaches_the_control_api(federation, docker_client, tier_report):
     """As user nobody on the host, to every address of the project's containers, and from a SuperNode: Control refused.
 
@@ -201,18 +165,18 @@ def test_no_local_user_and_no_supernode_reaches_the_control_api(federation, dock
                for c in containers), "a port is published on the host"  # fmt: skip
     addresses = sorted({n["IPAddress"] for c in containers for n in c.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]})
     holder = _container(federation, docker_client, "superlink-net").attrs["NetworkSettings"]["Networks"].values()
-    control, health, fleet = _probes([n["IPAddress"] for n in holder])  # the SuperLink's namespace: the proxy answers there
-    control += [probe for probe in _probes(addresses)[0] if probe not in control]  # every other container: nothing listens
+    control, health, fleet = probes([n["IPAddress"] for n in holder])  # the SuperLink's namespace: the proxy answers there
+    control += [probe for probe in probes(addresses)[0] if probe not in control]  # every other container: nothing listens
     python = shutil.which("python3", path="/usr/bin:/bin")  # the system's, which user nobody may run
     assert python, "no /usr/bin/python3 for user nobody"
-    as_nobody = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", python, "-c", _PROBE,
+    as_nobody = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", python, "-c", PROBE,
                                 json.dumps(control + health + fleet)], capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
     assert as_nobody.returncode == 0, as_nobody.stderr
-    _check_refusals(json.loads(as_nobody.stdout), control, health, fleet)
-    control, health, fleet = _probes(["superlink"])
-    probe = _container(federation, docker_client, NODES[0]).exec_run(["python", "-c", _PROBE, json.dumps(control + health + fleet)])
+    check_refusals(json.loads(as_nobody.stdout), control, health, fleet)
+    control, health, fleet = probes(["superlink"])
+    probe = _container(federation, docker_client, NODES[0]).exec_run(["python", "-c", PROBE, json.dumps(control + health + fleet)])
     assert probe.exit_code == 0, probe.output
-    _check_refusals(json.loads(probe.output), control, health, fleet)
+    check_refusals(json.loads(probe.output), control, health, fleet)
     tier_report(f"flower: Control refused to user nobody at {len(addresses)} addresses and from a SuperNode")
 
 
@@ -456,27 +420,17 @@ def _private_markers(key_file: Path) -> list[bytes]:
     return [scalar, scalar.hex().encode(), *body[-3:-1]]
 
 
-def _find_in_stream(chunks, markers: list[bytes]) -> list[bytes]:
-    """The markers that occur in a stream of byte chunks (a marker may straddle two chunks)."""
-    found, tail, overlap = set(), b"", max(len(m) for m in markers)
-    for chunk in chunks:
-        window = tail + chunk
-        found.update(m for m in markers if m in window)
-        tail = window[-overlap:]
-    return sorted(found)
-
-
 def test_private_keys_are_in_no_image_layer_log_or_result(federation, docker_client, fltest_image):
     federation, _, root = federation
     markers = [m for node in NODES + [ROGUE] for m in _private_markers(root / "keys" / node / PRIVATE_NAME)]
     history = json.dumps(fltest_image.history()).encode()
-    assert _find_in_stream([history], markers) == []
-    assert _find_in_stream(fltest_image.save(named=True), markers) == []
+    assert find_in_stream([history], markers) == []
+    assert find_in_stream(fltest_image.save(named=True), markers) == []
     containers = federation.containers(docker_client, include_stopped=True)
     assert len(containers) == 6  # the namespace holder, SuperLink, Fleet proxy, 2 SuperNodes, the rogue
     for container in containers:
-        assert _find_in_stream([container.logs()], markers) == [], container.name
+        assert find_in_stream([container.logs()], markers) == [], container.name
     result_files = [p for p in (root / "results").rglob("*") if p.is_file()]
     assert result_files
-    assert _find_in_stream((p.read_bytes() for p in result_files), markers) == []
+    assert find_in_stream((p.read_bytes() for p in result_files), markers) == []
     assert not any(m in yaml.safe_dump(federation.registered()).encode() for m in markers)

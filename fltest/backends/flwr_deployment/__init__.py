@@ -4,7 +4,3 @@ Selected in a config by ``framework: flwr`` with ``options: {mode: deployment, s
 <host:port>, root_certificates: <CA file>}``. The SuperNodes hold their own partitions
 (:mod:`fltest.backends.flwr_deployment.node_data`).
 """
-
-from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
-
-__all__ = ["FlwrDeploymentBackend"]
