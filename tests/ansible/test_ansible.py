@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conformance import assert_conforms
+from tests.control_probe import PROBE, check_refusals, probes
 
 pytestmark = pytest.mark.ansible
 
@@ -69,11 +70,18 @@ def test_ansible_lint_production_profile(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def recap(output: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP: host -> {ok, changed, failed, unreachable, ...}."""
+def recap_rows(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP: host -> {ok, changed, failed, unreachable, ...} (empty when there is none)."""
     rows = {}
     for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output.split("PLAY RECAP")[-1], re.M):
         rows[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", fields)}
+    return rows
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """:func:`recap_rows`, holding at least one emulated node's row, or the test fails: ``all(...)`` over it is never vacuous."""
+    rows = recap_rows(output)
+    assert set(rows) & set(NODES), f"no PLAY RECAP row for the nodes: {output[-3000:]}"
     return rows
 
 
@@ -101,7 +109,7 @@ class Stages:
     def play(self, tmp: Path, name: str, *args: str, stage: str = "") -> subprocess.CompletedProcess:
         start = time.monotonic()
         result = playbook(tmp, name, *args)
-        changed = sum(row.get("changed", 0) for row in recap(result.stdout).values())
+        changed = sum(row.get("changed", 0) for row in recap_rows(result.stdout).values())
         self.done(stage or " ".join((name, *args)), f"rc={result.returncode} changed={changed}", time.monotonic() - start)
         return result
 
@@ -273,7 +281,7 @@ def test_end_to_end(lab, stages):
     assert fresh.returncode == 0, fresh.stdout[-6000:] + fresh.stderr[-3000:]
     assert all(node_state(name) == (False, False) for name in NODES), "--check changed a node"
     # What the first run will do is reported as changes, not as skipped tasks.
-    for task in ("fltest_images : Report the image loads that --check skips", "fltest_ray : Report the container start that --check skips"):
+    for task in ("fltest_images : Report the image loads that --check skips", "fltest_container : Report the container start that --check skips"):
         outcomes = task_outcomes(fresh.stdout, task)
         assert all(outcomes.get(name) == {"changed"} for name in NODES), (task, outcomes, fresh.stdout[-6000:])
     assert all(row["changed"] > 0 for row in recap(fresh.stdout).values())
@@ -293,7 +301,8 @@ def test_end_to_end(lab, stages):
     assert token == ["600", "10001"]
     assert "ray_token" not in os.listdir(ANSIBLE)
 
-    second = stages.play(lab, "cluster.yml", stage="cluster.yml second run")
+    # -vvv prints every task's arguments and results: the token must stay out of them (no_log).
+    second = stages.play(lab, "cluster.yml", "-vvv", stage="cluster.yml second run (-vvv)")
     assert second.returncode == 0, second.stdout[-6000:]
     rows = recap(second.stdout)
     assert set(rows) >= set(NODES) and all(row["changed"] == 0 for row in rows.values()), second.stdout[-6000:]
@@ -330,6 +339,7 @@ def test_end_to_end(lab, stages):
         left = docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs").stdout.split()
         assert left == [], (name, left)
     secret = (lab / "controller" / "ray_token").read_text().strip()
+    assert '"module_args"' in second.stdout  # -vvv did print task arguments, so the check below can catch a leak
     for output in (first.stdout, second.stdout, run.stdout):
         assert secret not in output
 
@@ -378,16 +388,23 @@ def flower_experiment(folder: Path, superlink: str, ca: Path) -> Path:
     return path
 
 
-def online_supernodes(controller: Path) -> list[dict]:
-    """The SuperNodes the SuperLink lists, through the controller's flwr connection."""
-    env = {**os.environ, "FLWR_HOME": str(controller / "flower" / "flwr-home")}
-    listed = subprocess.run([str(BIN / "flwr"), "supernode", "list", "fltest", "--format", "json"], capture_output=True, text=True, env=env)
+def online_supernodes() -> list[dict]:
+    """The SuperNodes the SuperLink lists, asked in its container on the head node (its Control API answers only there)."""
+    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.superlink_flwr",
+                    "supernode", "list", "fltest", "--format", "json", check=False)  # fmt: skip
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
 
 
-def online_ids(controller: Path) -> set[str]:
+def online_ids() -> set[str]:
     """The node ids the SuperLink lists online."""
-    return {n["node-id"] for n in online_supernodes(controller) if n.get("status") == "online"}
+    return {n["node-id"] for n in online_supernodes() if n.get("status") == "online"}
+
+
+def node_probe(node: str, requests: list, user: str = "root") -> dict:
+    """tests/control_probe.py's PROBE of ``requests`` run on emulated node ``node`` as ``user`` (its own python3)."""
+    result = docker("exec", "--user", user, f"fltest-ansible-{node}", "python3", "-c", PROBE, json.dumps(requests), check=False)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def test_flower_experiment_on_supernodes(lab, stages):
@@ -411,7 +428,7 @@ def test_flower_experiment_on_supernodes(lab, stages):
                                                               "/var/lib/fltest/partitions": False}  # fmt: skip
     deadline, nodes = time.monotonic() + 90, []
     while time.monotonic() < deadline:
-        nodes = online_supernodes(controller)
+        nodes = online_supernodes()
         if len(nodes) == len(NODES) and all(n.get("status") == "online" for n in nodes):
             break
         time.sleep(2)
@@ -424,17 +441,42 @@ def test_flower_experiment_on_supernodes(lab, stages):
     node_ids = {name: (controller / "flower" / "supernodes" / f"{name}.node-id").read_text().strip() for name in NODES}
     assert sorted(node_ids.values()) == sorted(n["node-id"] for n in nodes)
     assert status_lines(status.stdout) == {
-        head: "fltest-ray-head running; fltest-superlink running; fltest-supernode running; Ray node alive with 1 CPU; "
-              f"SuperLink /health 200; SuperNode {node_ids[head]} online",
+        head: "fltest-fleet-proxy running; fltest-ray-head running; fltest-superlink running; fltest-superlink-net running; "
+              f"fltest-supernode running; Ray node alive with 1 CPU; SuperLink /health 200; SuperNode {node_ids[head]} online",
         worker: f"fltest-ray-worker running; fltest-supernode running; Ray node alive with 1 CPU; SuperNode {node_ids[worker]} online",
     }, status.stdout[-6000:]
     assert "cluster whole: 2 Ray nodes alive (2 CPUs), SuperLink healthy, 2 SuperNodes online" in status.stdout
 
-    config = flower_experiment(lab / "flower-experiment", f"{NODES[head]}:8000", controller / "flower" / "tls" / "ca.crt")
+    # Only the operator reaches the SuperLink's Control API: from the controller, from a SuperNode's node and
+    # as another user on the SuperLink's own node, every Control call is refused (the proxy's 403 or no
+    # listener), while /health and a Fleet call get through the proxy on the SuperNodes' address.
+    holder_ip = docker("exec", f"fltest-ansible-{head}", "docker", "inspect", "--format", "{{.NetworkSettings.IPAddress}}",
+                       "fltest-superlink-net").stdout.strip()  # fmt: skip
+    control, health, fleet = probes([NODES[head]])  # the SuperNodes' address, and 9443 there
+    on_node = probes([holder_ip, "127.0.0.1"])[0]  # on the SuperLink's node: its namespace's address, loopback
+    from_controller = subprocess.run([sys.executable, "-c", PROBE, json.dumps(control + health + fleet)], capture_output=True, text=True)
+    assert from_controller.returncode == 0, from_controller.stderr
+    check_refusals(json.loads(from_controller.stdout), control, health, fleet)
+    check_refusals(node_probe(worker, control + health + fleet), control, health, fleet)
+    check_refusals(node_probe(head, control + on_node + health + fleet, user="nobody"), control + on_node, health, fleet)
+    published = docker("exec", f"fltest-ansible-{head}", "docker", "port", "fltest-superlink-net").stdout.split()
+    assert published == ["8000/tcp", "->", f"{NODES[head]}:8000"], published  # the proxy only, on the cluster IP only
+    stages.report(f"Control API refused: {len(control)} probes from the controller and a SuperNode's node, {len(control + on_node)} as nobody on the SuperLink's")
+
+    # A config that names the SuperNodes' address as its SuperLink is refused before anything is shipped.
+    wrong = flower_experiment(lab / "wrong-address", f"{NODES[head]}:8000", controller / "flower" / "tls" / "ca.crt")
+    refused_address = run_yml(lab, wrong, lab / "wrong-results")
+    assert refused_address.returncode == 2 and "options.superlink of a deployment run must be 127.0.0.1:9443" in refused_address.stdout, \
+        refused_address.stdout[-4000:]
+    assert not (lab / "wrong-results").exists()
+
+    config = flower_experiment(lab / "flower-experiment", "127.0.0.1:9443", controller / "flower" / "tls" / "ca.crt")
     results = lab / "flower-results"
     run = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
                       stage="run.yml (Flower deployment)")  # fmt: skip
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
+    left = docker("exec", f"fltest-ansible-{head}", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-operator").stdout.split()
+    assert left == [], "the operator container outlived its run"
     experiment_dir = results / "ansible-flower"
     summary = json.loads((experiment_dir / "flower" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_completed"] == 2, summary
@@ -445,7 +487,8 @@ def test_flower_experiment_on_supernodes(lab, stages):
         link = docker("exec", f"fltest-ansible-{name}", "readlink", "/var/lib/fltest/flower/partitions/current").stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{8,}", link), (name, link)
 
-    for name, containers in ((head, ("fltest-ray-head", "fltest-superlink", "fltest-supernode")), (worker, ("fltest-ray-worker", "fltest-supernode"))):
+    head_containers = ("fltest-ray-head", "fltest-superlink-net", "fltest-superlink", "fltest-fleet-proxy", "fltest-supernode")
+    for name, containers in ((head, head_containers), (worker, ("fltest-ray-worker", "fltest-supernode"))):
         for container in containers:
             assert_hardened(name, container)
 
@@ -453,11 +496,11 @@ def test_flower_experiment_on_supernodes(lab, stages):
     # so the SuperNodes come back online by themselves, and the next run completes without cluster.yml.
     docker("exec", f"fltest-ansible-{head}", "docker", "restart", "fltest-superlink")
     start = time.monotonic()
-    while time.monotonic() < start + 180 and not online_ids(controller) >= set(node_ids.values()):
+    while time.monotonic() < start + 180 and not online_ids() >= set(node_ids.values()):
         time.sleep(2)
     back = time.monotonic() - start
-    stages.done("SuperLink restarted: SuperNodes back online", f"{sorted(online_ids(controller))}", back)
-    assert online_ids(controller) >= set(node_ids.values()), online_supernodes(controller)
+    stages.done("SuperLink restarted: SuperNodes back online", f"{sorted(online_ids())}", back)
+    assert online_ids() >= set(node_ids.values()), online_supernodes()
     rerun = run_yml(lab, config, results)
     assert rerun.returncode == 0, rerun.stdout[-8000:]
     assert recap(rerun.stdout)[worker]["changed"] == 0, rerun.stdout[-6000:]  # its partition is already there
@@ -481,9 +524,23 @@ def test_flower_experiment_on_supernodes(lab, stages):
     repaired = stages.play(lab, "cluster.yml", stage="cluster.yml (SuperLink state lost, a SuperNode stopped)")
     assert repaired.returncode == 0, repaired.stdout[-6000:]
     outcomes = task_outcomes(repaired.stdout, "fltest_supernode : Register the public key with the SuperLink")
-    assert outcomes == {f"{head} -> localhost": {"changed"}, f"{worker} -> localhost": {"changed"}}, (outcomes, repaired.stdout[-6000:])
+    assert {host.split(" -> ")[0]: outcome for host, outcome in outcomes.items()} == {head: {"changed"}, worker: {"changed"}}, \
+        (outcomes, repaired.stdout[-6000:])
     assert "SuperNodes online: e2e-head node " in repaired.stdout, repaired.stdout[-6000:]
     new_ids = {name: (controller / "flower" / "supernodes" / f"{name}.node-id").read_text().strip() for name in NODES}
-    assert online_ids(controller) >= set(new_ids.values()), online_supernodes(controller)
+    assert online_ids() >= set(new_ids.values()), online_supernodes()
     settled = stages.play(lab, "cluster.yml", stage="cluster.yml (after the repair)")
     assert settled.returncode == 0 and all(r["changed"] == 0 for r in recap(settled.stdout).values()), settled.stdout[-6000:]
+
+    # teardown.yml removes every container, the SuperLink's state volume and the node folders; a second
+    # run finds nothing left to remove (changed=0).
+    down = stages.play(lab, "teardown.yml", stage="teardown.yml")
+    assert down.returncode == 0 and recap(down.stdout)[head]["changed"] > 0, down.stdout[-6000:]
+    for name in NODES:
+        assert docker("exec", f"fltest-ansible-{name}", "docker", "ps", "--all", "--quiet").stdout.split() == [], name
+        assert node_state(name) == (True, False), name  # Docker stays; /etc/fltest (token, TLS, keys) is gone
+    volumes = docker("exec", f"fltest-ansible-{head}", "docker", "volume", "ls", "--quiet", "--filter", "name=fltest-superlink-state").stdout
+    assert volumes.split() == []
+    again = stages.play(lab, "teardown.yml", stage="teardown.yml again")
+    assert again.returncode == 0 and set(recap(again.stdout)) >= set(NODES), again.stdout[-6000:]
+    assert all(row["changed"] == 0 for row in recap(again.stdout).values()), again.stdout[-6000:]
