@@ -15,19 +15,28 @@ from pathlib import Path
 SESSION_HF_HOME = None if "HF_HOME" in os.environ else tempfile.mkdtemp(prefix="fltest-hf-")
 if SESSION_HF_HOME:
     os.environ["HF_HOME"] = SESSION_HF_HOME
+# Likewise Ray's session folders (logs, sockets) of the private and local clusters the tests start:
+# in a folder of this session's own instead of the shared <tmp>/ray (kept short: Ray's socket paths
+# must stay under 108 bytes).
+SESSION_RAY_TMPDIR = None if "RAY_TMPDIR" in os.environ else tempfile.mkdtemp(prefix="fltest-ray-")
+if SESSION_RAY_TMPDIR:
+    os.environ["RAY_TMPDIR"] = SESSION_RAY_TMPDIR
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
+
+pytest_plugins = ["tests.no_skip_in_ci"]  # in CI a skip fails
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "digits.yaml"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Remove the session's own Hugging Face cache: the tests leave nothing in /tmp."""
-    if SESSION_HF_HOME:
-        shutil.rmtree(SESSION_HF_HOME, ignore_errors=True)
+    """Remove the session's own Hugging Face cache and Ray folders: the tests leave nothing in /tmp."""
+    for folder in (SESSION_HF_HOME, SESSION_RAY_TMPDIR):
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def base_config() -> dict:

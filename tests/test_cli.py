@@ -67,11 +67,12 @@ def test_report_of_a_missing_folder_is_exit_2(tmp_path):
 
 def test_prepare_fills_the_cache_for_run(write_config, tmp_path):
     path = write_config(base_config())
-    prepared = fltest("prepare", str(path), cwd=tmp_path)
+    own_cache = {**os.environ, "HF_HOME": str(tmp_path / "hf")}  # empty: prepare must write the shards itself
+    prepared = fltest("prepare", str(path), cwd=tmp_path, env=own_cache)
     assert prepared.returncode == 0, prepared.stderr
-    assert "prepared 10 mmap shards" in prepared.stderr or "reused 10 mmap shards" in prepared.stderr
-    run = fltest("run", str(path), cwd=tmp_path)
-    assert "reused 10 mmap shards" in run.stderr
+    assert "prepared 10 mmap shards" in prepared.stderr, prepared.stderr
+    run = fltest("run", str(path), cwd=tmp_path, env=own_cache)
+    assert "reused 10 mmap shards" in run.stderr, run.stderr
 
 
 def _hooks_config(write_config, tmp_path, body):

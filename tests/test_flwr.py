@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import cloudpickle
@@ -18,7 +19,7 @@ from tests.conformance import assert_conforms
 
 pytestmark = pytest.mark.ray
 
-def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None) -> ExperimentConfig:
+def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None, total_cpus=2) -> ExperimentConfig:
     return ExperimentConfig.model_validate(
         {
             "name": name,
@@ -28,7 +29,7 @@ def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", par
             "clients": clients,
             "training": {"rounds": rounds, "local_epochs": 1, "learning_rate": 0.5, "fraction_fit": fraction,
                          "round_timeout_s": 60},
-            "total_cpus": 2,
+            "total_cpus": total_cpus,
             "hooks": hooks,
             "output": {"save_round_models": True},
             "runs": [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr"}],
@@ -127,7 +128,7 @@ def two_node_cluster(monkeypatch):
         cluster.shutdown()
 
 
-def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, monkeypatch, two_node_cluster):
+def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, monkeypatch, two_node_cluster, caplog):
     node_log = tmp_path / "nodes.txt"
     (tmp_path / "node_hooks.py").write_text(
         "import ray\n"
@@ -142,9 +143,13 @@ def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, 
     real_put = ray.put
     monkeypatch.setattr(ray, "put", lambda value, **kw: puts.append(1) or real_put(value, **kw))
 
-    comparison = run_experiment(_config(clients=6, hooks="node_hooks"), tmp_path)
+    caplog.set_level(logging.INFO, logger="fltest.backends.flwr.backend")
+    # total_cpus 8 on a 2-CPU cluster: ignored with FLTEST_RAY_ADDRESS set (the cluster's resources apply), as the log says.
+    comparison = run_experiment(_config(clients=6, hooks="node_hooks", total_cpus=8), tmp_path)
 
     assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"], comparison
+    said = [r.getMessage() for r in caplog.records if "total_cpus" in r.getMessage()]
+    assert said == [f"FLTEST_RAY_ADDRESS={two_node_cluster.address}: joining that Ray cluster; total_cpus/total_gpus are ignored"], said
     assert_conforms(tmp_path / "flwr-test", "flower", 3)
     flower = _summary(tmp_path / "flwr-test", "flower")
     assert flower["ray_address"] == two_node_cluster.address

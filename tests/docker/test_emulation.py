@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import docker
 import pytest
@@ -194,6 +195,24 @@ def test_flwr_run_in_the_head_uses_all_nodes_and_matches_the_reference(emulation
     last_round = json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])
     assert "update_norm" in last_round["train"]  # the workers imported the config's hooks module
     assert (experiment / "report.png").is_file()
+
+
+def test_fltest_deploy_run_passes_fltest_s_exit_code_through(emulation, tmp_path):
+    """From a working folder holding the config, as the README says: a run that fails exits 1, its results on the host."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "failing_hooks.py").write_text(
+        "def after_local_training(partition_id, server_round, old_params, new_params):\n    raise RuntimeError('planted failure')\n")
+    config = base_config()
+    config.update(name="deploy-run-fails", clients=2, total_cpus=2, hooks="failing_hooks")
+    config["training"].update(rounds=1, local_epochs=1)
+    (work / "experiment.yaml").write_text(yaml.safe_dump(config))
+    env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
+    result = subprocess.run([str(Path(sys.executable).with_name("fltest-deploy")), "run", "experiment.yaml"], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = json.loads((work / "results" / "deploy-run-fails" / "reference" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "planted failure" in summary["error"], summary
 
 
 def test_status_and_wait_check_the_workers_that_run_not_the_settings(emulation, docker_client):

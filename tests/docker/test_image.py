@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import secrets
 import tarfile
 
 import docker
@@ -12,6 +13,7 @@ import pytest
 from deploy.images import build_fltest_image, build_tags, copy_build_context, dangling_image_ids, remove_build
 from tests.conftest import REPO
 from tests.docker.conftest import DANGLING_MADE_BY_BUILD
+from tests.docker.streams import find_in_stream
 
 pytestmark = pytest.mark.docker
 
@@ -83,9 +85,21 @@ def _stand_in_build(client, tag: str) -> list[str]:
     return ids
 
 
+# Where the kit writes its secrets in a checkout (compose/.env's RAY_TOKEN_FILE, flower.env's TLS and key folders).
+PLANTED_SECRETS = ("compose/secrets/ray_token", "compose/secrets/flower/tls/superlink/superlink.key",
+                   "compose/secrets/flower/keys/supernode-0/id_ecdsa")  # fmt: skip
+
+
 def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest_image, tier_report, tmp_path):
-    """A rebuild after one-line changes in fltest/ and pyproject.toml: every tag moves, and what it moved from is gone."""
+    """A rebuild after one-line changes in fltest/ and pyproject.toml: every tag moves, and what it moved from is gone.
+
+    The Ray token and the Flower keys, present in the checkout when the image is built, are in none of its layers.
+    """
     context = copy_build_context(tmp_path / "context")
+    canaries = {name: f"fltest-canary-{secrets.token_hex(16)}".encode() for name in PLANTED_SECRETS}
+    for name, canary in canaries.items():
+        (context / name).parent.mkdir(parents=True, exist_ok=True)
+        (context / name).write_bytes(canary + b"\n")
     before = dangling_image_ids(docker_client)
     try:
         previous = _stand_in_build(docker_client, REBUILD_TAG)
@@ -99,5 +113,7 @@ def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest
             assert docker_client.images.get(name).id != old, f"{name} did not move"
             with pytest.raises(docker.errors.ImageNotFound):
                 docker_client.images.get(old)  # the image the tag moved from
+        rebuilt = docker_client.images.get(REBUILD_TAG)
+        assert find_in_stream(rebuilt.save(named=True), list(canaries.values())) == []
     finally:
         remove_build(docker_client, REBUILD_TAG)
