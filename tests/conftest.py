@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import shutil
 import sys
@@ -37,6 +38,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for folder in (SESSION_HF_HOME, SESSION_RAY_TMPDIR):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def failing_round_seconds(run_dir: Path) -> float:
+    """Seconds from the last round a run recorded to its end: its failing round, after start-up and set-up."""
+    last_recorded = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["elapsed_s"]
+    return json.loads((run_dir / "timings.json").read_text())["wall_s"] - last_recorded
 
 
 def base_config() -> dict:

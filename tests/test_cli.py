@@ -168,6 +168,11 @@ def test_partitions_exports_each_clients_shard_for_its_supernode(write_config, t
         features, labels = NodeShard(out / f"partition-{partition_id}", shards.key, 3)(partition_id)
         expected_x, expected_y = shards.client_arrays(partition_id)
         assert np.array_equal(features, expected_x) and np.array_equal(labels, expected_y)
+    # What a SuperNode refuses (the README's promise): a partition of another experiment, another node's partition.
+    with pytest.raises(ValueError, match=r"partition of shard set \w+ \(3 clients\), the run needs other-key \(3 clients\): export it again"):
+        NodeShard(out / "partition-0", "other-key", 3)
+    with pytest.raises(ValueError, match=r"holds partition 0, node config says 1$"):
+        NodeShard(out / "partition-0", shards.key, 3)(1)
 
 
 def test_partitions_of_a_bad_config_is_exit_2_and_writes_nothing(write_config, tmp_path):

@@ -19,6 +19,7 @@ from fltest.results.recorder import load_params
 from fltest.results.report import IDENTICAL
 from fltest.runner import run_experiment
 from tests.conformance import TOLERANCE, assert_conforms
+from tests.conftest import failing_round_seconds
 
 pytestmark = pytest.mark.nvflare
 
@@ -58,12 +59,6 @@ def _simulator_processes(tmp_path) -> list[psutil.Process]:
     return found
 
 
-def _failing_round_seconds(run_dir) -> float:
-    """Seconds from the last round the run recorded to its end: the failing round, after start-up and set-up."""
-    last_recorded = read_jsonl(run_dir / "metrics.jsonl")[-1]["elapsed_s"]
-    return json.loads((run_dir / "timings.json").read_text())["wall_s"] - last_recorded
-
-
 def test_run_matches_the_reference_and_ignores_a_ray_address(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("FLTEST_RAY_ADDRESS", "127.0.0.1:1")  # nothing listens there: it must not be used
     caplog.set_level(logging.INFO, logger="fltest.backends.nvflare.backend")
@@ -101,7 +96,7 @@ def test_a_client_that_raises_fails_the_run_quickly(tmp_path, monkeypatch):
     comparison = run_experiment(_config([NVFLARE], hooks="raising_hooks", round_timeout=60), tmp_path)
     # Seconds, not the 60 s round timeout: measured from round 1's end (start-up and set-up excluded);
     # about 2 s idle, 30 s leaves room for a loaded 2-core machine.
-    assert _failing_round_seconds(tmp_path / "nvflare-test" / "nvflare") < 30
+    assert failing_round_seconds(tmp_path / "nvflare-test" / "nvflare") < 30
     summary = _summary(tmp_path / "nvflare-test", "nvflare")
     assert summary["status"] == "failed"
     assert summary["rounds_completed"] == 1
@@ -129,7 +124,7 @@ def test_a_killed_client_fails_the_run_after_the_round_timeout(tmp_path, monkeyp
     assert seen, "no live simulator process matched: the leftover check below could not fail"
     # The round fails at its 10 s timeout, measured from round 1's end (start-up excluded), plus the
     # simulator's shutdown: 10-15 s idle; 45 s leaves room for a loaded 2-core machine.
-    assert 10 <= _failing_round_seconds(tmp_path / "nvflare-test" / "nvflare") < 45
+    assert 10 <= failing_round_seconds(tmp_path / "nvflare-test" / "nvflare") < 45
     summary = _summary(tmp_path / "nvflare-test", "nvflare")
     assert summary["status"] == "failed"
     assert summary["rounds_completed"] == 1

@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -327,6 +328,37 @@ def test_end_to_end(lab, stages):
                          "e2e-worker": "fltest-ray-worker running; Ray node alive with 1 CPU"}, status.stdout[-6000:]  # fmt: skip
         assert "cluster whole: 2 Ray nodes alive (2 CPUs)" in status.stdout
 
+    # --tags images prunes the controller's archive of an image no longer deployed and keeps the current one.
+    archives = lab / "controller" / "images"
+    current = sorted(archives.glob("*.tar"))
+    stale = archives / f"sha256-{'0' * 64}.tar"
+    stale.write_bytes(b"an archive of an image no longer in fltest_images_list")
+    pruned = stages.play(lab, "cluster.yml", "--tags", "images", stage="cluster.yml --tags images (a stale archive)")
+    assert pruned.returncode == 0, pruned.stdout[-6000:]
+    assert not stale.exists() and current and sorted(archives.glob("*.tar")) == current
+
+    # --tags ray plays the Ray roles and the wait only, and changes nothing on a whole cluster.
+    ray_only = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray")
+    assert ray_only.returncode == 0 and all(r["changed"] == 0 for r in recap(ray_only.stdout).values()), ray_only.stdout[-6000:]
+    played = set(re.findall(r"^TASK \[(\w+) : ", ray_only.stdout, re.M))
+    assert played and played <= {"fltest_ray", "fltest_ray_head", "fltest_ray_worker", "fltest_container", "fltest_ray_ready"}, played
+    assert "Ray cluster ready: 2 nodes, 2 CPUs" in ray_only.stdout
+
+    # A new token on the controller reaches every Ray node and restarts its container (handler); the cluster
+    # comes back whole with it, and the runs below use it.
+    old_secret = (lab / "controller" / "ray_token").read_text().strip()
+    started = {name: docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{.State.StartedAt}}", container).stdout
+               for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker"))}  # fmt: skip
+    new_secret = secrets.token_hex(32)
+    (lab / "controller" / "ray_token").write_text(new_secret)
+    rotated = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray (a new token)")
+    assert rotated.returncode == 0 and "Ray cluster ready: 2 nodes, 2 CPUs" in rotated.stdout, rotated.stdout[-6000:]
+    for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker")):
+        assert docker("exec", f"fltest-ansible-{name}", "cat", "/etc/fltest/ray_token").stdout.strip() == new_secret, name
+        restarted = docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{.State.StartedAt}}", container).stdout
+        assert restarted != started[name], f"{container} on {name} kept running with the old token"
+    assert old_secret not in rotated.stdout and new_secret not in rotated.stdout
+
     config = experiment(lab / "experiment")
     results = lab / "results"
     run = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
@@ -338,10 +370,10 @@ def test_end_to_end(lab, stages):
     for name in NODES:  # the staged folder is gone from every node
         left = docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs").stdout.split()
         assert left == [], (name, left)
-    secret = (lab / "controller" / "ray_token").read_text().strip()
+    secret = old_secret  # the token of the first and second runs (the run below used the new one)
     assert '"module_args"' in second.stdout  # -vvv did print task arguments, so the check below can catch a leak
     for output in (first.stdout, second.stdout, run.stdout):
-        assert secret not in output
+        assert secret not in output and new_secret not in output
 
     # A failed fltest run: the play fails, ansible-playbook exits 2, fltest's exit code is in the message.
     failing = failing_experiment(lab / "failing")
