@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
 import shutil
 import sys
@@ -42,8 +41,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def failing_round_seconds(run_dir: Path) -> float:
     """Seconds from the last round a run recorded to its end: its failing round, after start-up and set-up."""
-    last_recorded = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["elapsed_s"]
-    return json.loads((run_dir / "timings.json").read_text())["wall_s"] - last_recorded
+    from fltest.results.files import read_json_object, read_jsonl  # here: nothing may import datasets before HF_HOME is set
+
+    return read_json_object(run_dir / "timings.json")["wall_s"] - read_jsonl(run_dir / "metrics.jsonl")[-1]["elapsed_s"]
 
 
 def base_config() -> dict:
