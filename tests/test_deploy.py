@@ -58,6 +58,21 @@ def test_the_token_is_created_once_and_kept_private(tmp_path):
     assert token_problem(path, 10001) is None and token_problem(path) is None
 
 
+def test_fltest_deploy_token_creates_the_token_then_keeps_it(tmp_path):
+    path = tmp_path / "secrets" / "ray_token"
+
+    def token_command() -> str:
+        result = subprocess.run([sys.executable, "-m", "deploy", "token"], env={**os.environ, "RAY_TOKEN_FILE": str(path)},
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert (result.returncode, result.stderr) == (0, ""), result.stderr
+        return result.stdout
+
+    assert token_command() == f"{path}: created\n"
+    token = path.read_text()
+    assert token_command() == f"{path}: exists, kept\n"
+    assert path.read_text() == token and len(token) == 64
+
+
 def _bad_token(kind: str, path):
     """A token path that is not a usable token: a directory with a file, an empty file, unreadable by 10001."""
     if kind == "directory":

@@ -20,7 +20,8 @@ from tests.conftest import failing_round_seconds
 
 pytestmark = pytest.mark.ray
 
-def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None, total_cpus=2) -> ExperimentConfig:
+def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None, total_cpus=2,
+            round_timeout_s=60) -> ExperimentConfig:
     return ExperimentConfig.model_validate(
         {
             "name": name,
@@ -29,7 +30,7 @@ def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", par
             "partition": partition or {"method": "dirichlet", "alpha": 1.0, "min_samples_per_client": 10},
             "clients": clients,
             "training": {"rounds": rounds, "local_epochs": 1, "learning_rate": 0.5, "fraction_fit": fraction,
-                         "round_timeout_s": 60},
+                         "round_timeout_s": round_timeout_s},
             "total_cpus": total_cpus,
             "hooks": hooks,
             "output": {"save_round_models": True},
@@ -69,6 +70,31 @@ def test_a_client_that_raises_fails_the_run_quickly(tmp_path, monkeypatch, write
     assert flower["rounds_completed"] == 1
     assert "round 2: client 1 failed" in flower["error"] and "client one broke" in flower["error"]
     assert comparison["runs"][1]["status"] == "failed"
+
+
+def test_a_client_that_hangs_fails_the_run_at_the_round_timeout(tmp_path, monkeypatch):
+    """The README's promise: a missing reply fails the run after ``round_timeout_s``, and fltest returns."""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    (tmp_path / "hanging_hooks.py").write_text(
+        "import time\n"
+        "import ray\n"
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if ray.is_initialized() and server_round == 2 and partition_id == 1:  # not the reference run\n"
+        "        time.sleep(400)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = _config(hooks="hanging_hooks", round_timeout_s=30)  # 10 s is too short for discovery when loaded
+    start = time.monotonic()
+    run_experiment(config, tmp_path)
+    returned_after = time.monotonic() - start
+    flower = _summary(tmp_path / "flwr-test", "flower")
+    assert flower["status"] == "failed"
+    assert flower["rounds_completed"] == 1
+    assert "round 2: no reply in time from client 1" in flower["error"]
+    # The round waits its 30 s; 45 s more leave room for a loaded machine, far from the 400 s hang.
+    assert 30 <= failing_round_seconds(tmp_path / "flwr-test" / "flower") < 75
+    assert returned_after < 300  # before the fix, run_experiment returned only once the hook woke up
+    assert not ray.is_initialized()
 
 
 def test_an_address_with_no_cluster_fails_in_bounded_time(tmp_path, monkeypatch):

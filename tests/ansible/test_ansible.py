@@ -287,15 +287,27 @@ def test_end_to_end(lab, stages):
         assert all(outcomes.get(name) == {"changed"} for name in NODES), (task, outcomes, fresh.stdout[-6000:])
     assert all(row["changed"] > 0 for row in recap(fresh.stdout).values())
 
-    first = stages.play(lab, "cluster.yml", stage="cluster.yml first run")
+    # The first run knows the head only; the worker is then added to the inventory, as a sysadmin adds a node.
+    full_inventory = (lab / "hosts.yml").read_text()
+    head_only = yaml.safe_load(full_inventory)
+    head_only["all"]["children"]["ray_workers"] = {"hosts": {}}
+    (lab / "hosts.yml").write_text(yaml.safe_dump(head_only))
+    first = stages.play(lab, "cluster.yml", stage="cluster.yml first run (the head only)")
+    (lab / "hosts.yml").write_text(full_inventory)
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
-    assert "Ray cluster ready: 2 nodes, 2 CPUs" in first.stdout
+    assert "Ray cluster ready: 1 nodes, 1 CPUs" in first.stdout
     assert not task_outcomes(first.stdout, "fltest_images : Report the image loads that --check skips").get("e2e-head", {"skipping"}) - {"skipping"}
+    assert node_state("e2e-worker") == (False, False), "a node outside the inventory was touched"
+    added = stages.play(lab, "cluster.yml", stage="cluster.yml (a worker added to the inventory)")
+    assert added.returncode == 0, added.stdout[-6000:] + added.stderr[-3000:]
+    assert "Ray cluster ready: 2 nodes, 2 CPUs" in added.stdout
+    rows = recap(added.stdout)
+    assert rows["e2e-head"]["changed"] == 0 and rows["e2e-worker"]["changed"] > 0, added.stdout[-6000:]
     for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
         installed = docker("exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io").stdout
         assert installed == "install ok installed", (name, installed)
         assert "Docker is running" in docker("exec", f"fltest-ansible-{name}", "service", "docker", "status").stdout
-    assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in recap(first.stdout).values())
+    assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in rows.values())
     for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker")):
         assert_hardened(name, container)
     token = docker("exec", "fltest-ansible-e2e-head", "stat", "-c", "%a %u", "/etc/fltest/ray_token").stdout.split()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import functools
+import re
+import subprocess
+import sys
 
 import pytest
 
-from deploy.images import IMAGE, build_images, dangling_image_ids
+from deploy.images import IMAGE, dangling_image_ids
 
 TIER = "docker tier"  # the prefix of this tier's progress lines
 DANGLING_MADE_BY_BUILD = pytest.StashKey[set]()
@@ -32,14 +34,24 @@ def tier_report(progress):
 
 @pytest.fixture(scope="session")
 def fltest_image(docker_client, progress, pytestconfig):
-    """The base image (debootstrap, no registry), the wheelhouse, and FLTest built with no network.
+    """The base image (debootstrap, no registry), the wheelhouse, and FLTest, built offline by ``fltest-deploy build``.
 
-    Each stage prints a line as it ends (through ``progress``, not ``tier_report``: tests/ansible
-    shares this fixture); the untagged images the build left behind, if any, are
-    kept in ``pytestconfig.stash[DANGLING_MADE_BY_BUILD]`` for a test to check.
+    The command runs as the README types it; each stage's line is shown as it ends (through
+    ``progress``, not ``tier_report``: tests/ansible shares this fixture). The untagged images
+    the build left behind, if any, are kept in ``pytestconfig.stash[DANGLING_MADE_BY_BUILD]``
+    for a test to check.
     """
     before = dangling_image_ids(docker_client)
-    image = build_images(docker_client, pip_source="wheelhouse", report=functools.partial(progress, TIER))
+    build = subprocess.Popen([sys.executable, "-m", "deploy", "build"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors = []
+    for line in build.stderr:  # the stages' lines, then any error; stdout: the wheelhouse's summary and the final line
+        stage = line.rstrip().removeprefix("[fltest-deploy build] ")
+        if stage != line.rstrip():
+            progress(TIER, stage)
+        elif not line.startswith("[build "):  # docker build's "Step n/m" lines: not worth a terminal line each
+            errors.append(line.rstrip())
+    output = build.stdout.read()
+    assert build.wait() == 0, f"fltest-deploy build failed: {errors}"
+    assert re.fullmatch(rf"built {re.escape(IMAGE)} \(\d+ MB\)", output.splitlines()[-1]), output
     pytestconfig.stash[DANGLING_MADE_BY_BUILD] = dangling_image_ids(docker_client) - before
-    assert IMAGE in image.tags
-    return image
+    return docker_client.images.get(IMAGE)

@@ -233,6 +233,31 @@ def test_status_and_wait_check_the_workers_that_run_not_the_settings(emulation, 
     assert len(wait_until_ready(emulation, docker_client, READY_TIMEOUT_S).nodes) == 3
 
 
+def test_status_exits_1_for_a_stopped_worker_and_up_s_timeout_line_names_it(emulation, docker_client):
+    """A stopped worker: ``status`` says not ready (exit 1); ``up`` starts it, and a timeout too short
+    for it to join ends in one error line naming that container; ``wait`` then sees the cluster whole."""
+    env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
+    victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
+    victim.stop(timeout=10)
+    deadline = time.monotonic() + 120
+    while True:  # Ray drops a stopped node within seconds; a node it still lists would make status exit 0
+        status = _fltest_deploy(env, "status", timeout=120)
+        if status.returncode != 0 or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert status.stdout.strip().splitlines()[-1] == "not ready: 2/3 nodes, 2/3 CPUs", status.stdout
+    assert re.search(rf"^{re.escape(victim.name)} +exited ", status.stdout, re.MULTILINE), status.stdout
+    up = _fltest_deploy(env, "up", "--timeout", "1")  # ray start in a container takes longer than a second
+    *progress, line = up.stderr.strip().splitlines()
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert all(p.startswith("[wait] Ray reports ") for p in progress), up.stderr  # compose's own output is captured
+    assert line.startswith(f"fltest-deploy: error: Ray cluster {PROJECT} not ready after 1s ("), line
+    assert f"missing {victim.name} (running, not in Ray)" in line, line
+    wait = _fltest_deploy(env, "wait", "--timeout", str(READY_TIMEOUT_S), timeout=READY_TIMEOUT_S + 60)
+    assert (wait.returncode, wait.stdout.strip()) == (0, "ready: 3 nodes, 3 CPUs"), wait.stderr
+
+
 def test_plain_compose_up_without_a_token_stops_at_once_and_makes_no_directory(docker_client, fltest_image, tmp_path):
     token = tmp_path / "secrets" / "ray_token"  # never created
     env = _env("fltest-test-notoken", token)

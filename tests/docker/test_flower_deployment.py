@@ -399,7 +399,8 @@ def test_list_fails_when_the_superlink_is_down_or_lost_registrations(federation,
 def test_unregistered_supernode_can_no_longer_connect(federation, docker_client):
     federation, _, _ = federation
     node_id = federation.node_ids()[NODES[1]]
-    federation.unregister(node_id)
+    unregister = _flower_cli(federation, "unregister", str(node_id))
+    assert (unregister.returncode, unregister.stdout) == (0, f"node {node_id}: unregistered\n"), unregister.stderr
     status = {int(n["node-id"]): n["status"] for n in federation.registered()}
     assert status[node_id] == "unregistered"
     # An online node may already have stopped on its own after the unregister (its heartbeat is

@@ -1,5 +1,8 @@
 """FLTest's Flower ClientApp: answers a query with its partition id, trains on its own shard.
 
+Local training that runs past ``round_timeout_s`` is answered with an error (see
+:mod:`fltest.backends.flwr.time_limit`), so a hung client cannot keep the run alive.
+
 The app closes over a *shard source*, never over the shards themselves: Flower
 pickles the app with every message, so it must stay small whatever the number of
 clients.
@@ -14,6 +17,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from fltest.backends.flwr.time_limit import call_within
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import client_update
 from fltest.hooks import load_hooks
@@ -46,11 +50,13 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
     def train(msg: Message, context: Context) -> Message:
         partition_id = int(context.node_config["partition-id"])
         server_round = int(msg.content["config"]["server-round"])
-        x, y = shard_source(partition_id)
-        update = client_update(
-            config, load_hooks(config.hooks), partition_id, server_round,
-            record_to_params(msg.content[PARAMS_KEY]), x, y,
-        )
+        params = record_to_params(msg.content[PARAMS_KEY])
+
+        def local_training():
+            x, y = shard_source(partition_id)
+            return client_update(config, load_hooks(config.hooks), partition_id, server_round, params, x, y)
+
+        update = call_within(config.training.round_timeout_s, local_training)
         metrics = MetricRecord({"num-examples": update.num_examples, **update.metrics})
         host = ConfigRecord({"hostname": socket.gethostname()})
         content = RecordDict({PARAMS_KEY: params_to_record(update.params), "metrics": metrics, HOST_KEY: host})
