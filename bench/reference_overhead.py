@@ -19,7 +19,7 @@ import numpy as np
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import prepare_shards
 from fltest.model import train_local
-from fltest.results.recorder import load_params
+from fltest.params import load_params
 from fltest.runner import run_experiment
 
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from fltest.config.schema import ExperimentConfig
 from fltest.hooks import Hooks, Metrics, check_metrics
-from fltest.model import Params, evaluate, train_local
+from fltest.model import evaluate, train_local
+from fltest.params import Params
 
 
 def select_clients(num_clients: int, fraction: float, seed: int, server_round: int) -> list[int]:

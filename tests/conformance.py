@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fltest.results.recorder import load_params
+from fltest.params import load_params
 
 # The stated tolerance: a backend's global model after each round equals the reference
 # backend's within this absolute difference (backends sum client updates in partition

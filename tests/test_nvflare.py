@@ -15,7 +15,7 @@ from fltest.backends import get_backend
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 from fltest.results.files import read_jsonl
-from fltest.results.recorder import load_params
+from fltest.params import load_params
 from fltest.results.report import IDENTICAL
 from fltest.runner import run_experiment
 from tests.conformance import TOLERANCE, assert_conforms

@@ -10,7 +10,7 @@ import yaml
 
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import ClientUpdate, aggregate, select_clients
-from fltest.results.recorder import load_params
+from fltest.params import load_params
 from fltest.runner import run_experiment
 from tests.conftest import REPO, base_config
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import ShardSet, Storage
 from fltest.errors import InputError
-from fltest.model import Params
+from fltest.params import Params
 from fltest.results.recorder import RunRecorder
 
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fltest.config.schema import ModelConfig, TrainingConfig
-
-Params = list[np.ndarray]
+from fltest.params import Params
 
 
 def init_params(config: ModelConfig, num_features: int, num_classes: int, seed: int) -> Params:

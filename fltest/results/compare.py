@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fltest.results.files import read_jsonl, write_json_atomic
-from fltest.results.recorder import load_params
+from fltest.params import load_params
 
 
 def max_param_difference(a: Path, b: Path) -> float:

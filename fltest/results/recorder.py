@@ -16,26 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm import tqdm
 
 from fltest import __version__
 from fltest.hooks import Metrics
-from fltest.model import Params
+from fltest.params import Params, save_params
 from fltest.results.files import write_json_atomic
 
 log = logging.getLogger(__name__)
-
-
-def save_params(path: Path, params: Params) -> None:
-    """Save a parameter list as ``.npz`` with keys ``p0, p1, ...``."""
-    np.savez(path, **{f"p{i}": p for i, p in enumerate(params)})
-
-
-def load_params(path: Path) -> Params:
-    """Load a parameter list saved by :func:`save_params`."""
-    with np.load(path) as data:
-        return [data[f"p{i}"] for i in range(len(data.files))]
 
 
 class RunRecorder:

@@ -21,20 +21,21 @@ from fltest.backends.flwr.time_limit import call_within
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import client_update
 from fltest.hooks import load_hooks
+from fltest.params import Params, keyed, unkeyed
 
 ShardSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 PARAMS_KEY = "arrays"
 HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
 
 
-def params_to_record(params: list[np.ndarray]) -> ArrayRecord:
-    """Parameters as an ArrayRecord with keys ``p0, p1, ...`` (order kept)."""
-    return ArrayRecord({f"p{i}": Array(p) for i, p in enumerate(params)})
+def params_to_record(params: Params) -> ArrayRecord:
+    """Parameters as an ArrayRecord, keyed as :func:`fltest.params.keyed` keys them."""
+    return ArrayRecord({key: Array(array) for key, array in keyed(params).items()})
 
 
-def record_to_params(record: ArrayRecord) -> list[np.ndarray]:
+def record_to_params(record: ArrayRecord) -> Params:
     """The inverse of :func:`params_to_record`."""
-    return [record[f"p{i}"].numpy() for i in range(len(record))]
+    return unkeyed({key: array.numpy() for key, array in record.items()})
 
 
 def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> ClientApp:

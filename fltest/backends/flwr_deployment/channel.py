@@ -10,15 +10,12 @@ the lines back, evaluates and records each round.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import re
 import sys
 from dataclasses import dataclass
 
-import numpy as np
-
-from fltest.model import Params
+from fltest.params import Params, params_from_bytes, params_to_bytes
 
 _LINE = re.compile(r"FLTEST-(ROUND|DONE|ERROR) (\S+)")
 
@@ -42,11 +39,9 @@ def _emit(kind: str, payload: dict) -> None:
 
 def emit_round(report: RoundReport) -> None:
     """Print a round's report."""
-    buffer = io.BytesIO()
-    np.savez(buffer, *report.params)
     _emit("ROUND", {
         "round": report.server_round,
-        "params": base64.b64encode(buffer.getvalue()).decode(),
+        "params": base64.b64encode(params_to_bytes(report.params)).decode(),
         "train_metrics": report.train_metrics,
         "selected": report.selected,
     })  # fmt: skip
@@ -70,6 +65,5 @@ def parse_line(line: str) -> tuple[str, RoundReport | dict] | None:
     kind, payload = match.group(1), json.loads(base64.b64decode(match.group(2)))
     if kind != "ROUND":
         return kind, payload
-    with np.load(io.BytesIO(base64.b64decode(payload["params"]))) as archive:
-        params = [archive[f"arr_{i}"] for i in range(len(archive.files))]
+    params = params_from_bytes(base64.b64decode(payload["params"]))
     return kind, RoundReport(payload["round"], params, payload["train_metrics"], payload["selected"])

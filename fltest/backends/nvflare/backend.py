@@ -17,7 +17,7 @@ from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.errors import InputError, RunFailed
 from fltest.fedavg import evaluate_global
 from fltest.hooks import load_hooks
-from fltest.results.recorder import save_params
+from fltest.params import save_params
 
 log = logging.getLogger(__name__)
 

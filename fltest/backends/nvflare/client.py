@@ -13,9 +13,10 @@ from __future__ import annotations
 import nvflare.client as flare
 from nvflare.apis.fl_constant import FLMetaKey
 
-from fltest.backends.nvflare.exchange import RunFiles, RunSpec, dict_to_params, params_to_dict, partition_of
+from fltest.backends.nvflare.exchange import RunFiles, RunSpec, partition_of
 from fltest.fedavg import client_update
 from fltest.hooks import load_hooks
+from fltest.params import keyed, unkeyed
 
 
 def _describe(exc: BaseException) -> str:
@@ -39,13 +40,13 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
             break
         server_round = task.current_round + 1
         try:
-            update = client_update(config, hooks, partition_id, server_round, dict_to_params(task.params), x, y)
+            update = client_update(config, hooks, partition_id, server_round, unkeyed(task.params), x, y)
         except Exception as exc:
             files.write_failure(partition_id, f"round {server_round}: client {partition_id} failed: {_describe(exc)}")
             raise
         flare.send(
             flare.FLModel(
-                params=params_to_dict(update.params),
+                params=keyed(update.params),
                 params_type=flare.ParamsType.FULL,
                 metrics=update.metrics,
                 meta={FLMetaKey.NUM_STEPS_CURRENT_ROUND: update.num_examples},

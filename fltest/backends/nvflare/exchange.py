@@ -24,15 +24,11 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import ShardSet
 from fltest.hooks import Metrics
-from fltest.model import Params
-from fltest.results.recorder import load_params, save_params
+from fltest.params import Params, load_params, save_params
 
 SPEC_VARIABLE = "FLTEST_NVFLARE_SPEC"
 JOB_NAME = "fltest"
@@ -49,16 +45,6 @@ def partition_of(site: str) -> int:
     if prefix != "site" or not number.isdigit():
         raise ValueError(f"unexpected NVFlare client name {site!r} (expected site-<n>)")
     return int(number) - 1
-
-
-def params_to_dict(params: Params) -> dict[str, np.ndarray]:
-    """Parameters as the dict NVFlare ships, keys ``p0, p1, ...`` (float64 kept)."""
-    return {f"p{i}": p for i, p in enumerate(params)}
-
-
-def dict_to_params(params: dict[str, Any]) -> Params:
-    """The inverse of :func:`params_to_dict`."""
-    return [np.asarray(params[f"p{i}"]) for i in range(len(params))]
 
 
 def _write_atomic(path: Path, text: str) -> None:

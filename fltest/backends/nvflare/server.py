@@ -16,13 +16,11 @@ from nvflare.app_common.workflows.fedavg import FedAvg
 from fltest.backends.nvflare.exchange import (
     RoundResult,
     RunFiles,
-    dict_to_params,
-    params_to_dict,
     partition_of,
     site_name,
 )
 from fltest.fedavg import ClientUpdate, aggregate, select_clients
-from fltest.results.recorder import load_params
+from fltest.params import keyed, load_params, unkeyed
 
 TASK_CHECK_PERIOD_S = 0.1  # how often the workflow checks for replies (NVFlare's default: 0.5 s)
 
@@ -49,7 +47,7 @@ class PartitionOrderAggregator(ModelAggregator):
         partition = partition_of(model.meta["client_name"])
         self._updates[partition] = ClientUpdate(
             partition_id=partition,
-            params=dict_to_params(model.params),
+            params=unkeyed(model.params),
             num_examples=int(model.meta[FLMetaKey.NUM_STEPS_CURRENT_ROUND]),
             metrics=dict(model.metrics or {}),
         )
@@ -62,7 +60,7 @@ class PartitionOrderAggregator(ModelAggregator):
             raise RuntimeError(f"no reply from clients {missing}")
         params, metrics = aggregate([self._updates[p] for p in answered])
         self.reset_stats()
-        return FLModel(params=params_to_dict(params), params_type=ParamsType.FULL, metrics=metrics)
+        return FLModel(params=keyed(params), params_type=ParamsType.FULL, metrics=metrics)
 
     def reset_stats(self) -> None:
         """Forget the round's replies."""
@@ -103,7 +101,7 @@ class FLTestFedAvg(FedAvg):
     def load_model(self) -> FLModel:
         """The initial model from ``initial.npz``."""
         params = load_params(self._files.initial_params)
-        return FLModel(params_type=ParamsType.FULL, params=params_to_dict(params))
+        return FLModel(params_type=ParamsType.FULL, params=keyed(params))
 
     def sample_clients(self, num_clients: int | None = None) -> list[str]:
         """The sites of the partitions FLTest selects for this round (rounds count from 1 in FLTest)."""
@@ -115,5 +113,5 @@ class FLTestFedAvg(FedAvg):
     def save_model(self, model: FLModel) -> None:
         """Write the round's global model, train metrics and clients for the driver."""
         self._files.write_round(
-            RoundResult(self.current_round + 1, dict_to_params(model.params), dict(model.metrics or {}), self._selected)
+            RoundResult(self.current_round + 1, unkeyed(model.params), dict(model.metrics or {}), self._selected)
         )
