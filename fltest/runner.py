@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from fltest.backends import Backend, RunJob, backend_for
@@ -16,11 +17,12 @@ from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError
 from fltest.fedavg import evaluate_global
-from fltest.hooks import load_hooks
+from fltest.hooks import Hooks, load_hooks
 from fltest.model import init_params
 from fltest.results.compare import compare_runs
 from fltest.results.recorder import RunRecorder
 from fltest.results.report import plot_report
+from fltest.rounds import RoundResult
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,29 @@ def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
         time.perf_counter() - start, shards.root,
     )
     return shards
+
+
+class RecordedProgress:
+    """A run's :class:`fltest.rounds.RunProgress`: evaluates each round's global model and records it."""
+
+    def __init__(self, recorder: RunRecorder, test: tuple[np.ndarray, np.ndarray], hooks: Hooks) -> None:
+        """Record into ``recorder``; evaluate on the ``test`` arrays with the ``hooks``' metrics."""
+        self.recorder = recorder
+        self.test = test
+        self.hooks = hooks
+
+    def setup_done(self) -> None:
+        """Time so far is the backend's set-up."""
+        self.recorder.setup_done()
+
+    def round_done(self, result: RoundResult) -> None:
+        """Evaluate the round's global model and record the round."""
+        metrics = evaluate_global(result.params, *self.test, self.hooks)
+        self.recorder.record_round(result.server_round, result.params, metrics, result.train_metrics, result.clients)
+
+    def note(self, **info: Any) -> None:
+        """Add ``info`` to the run's summary."""
+        self.recorder.info.update(info)
 
 
 def run_experiment(
@@ -57,8 +82,9 @@ def run_experiment(
     shard_sets = {storage: prepare(config, storage) for storage in dict.fromkeys(storages.values())}
     any_shards = next(iter(shard_sets.values()))
     hooks = load_hooks(config.hooks)
+    test = any_shards.test_arrays()
     initial = init_params(config.model, any_shards.num_features, any_shards.num_classes, config.seed)
-    initial_metrics = evaluate_global(initial, *any_shards.test_arrays(), hooks)
+    initial_metrics = evaluate_global(initial, *test, hooks)
 
     experiment_dir = Path(results_dir).absolute() / config.name  # other processes write here too
     experiment_dir.mkdir(parents=True, exist_ok=True)
@@ -72,7 +98,8 @@ def run_experiment(
         recorder.record_round(0, initial, initial_metrics)
         log.info("run %s (%s): %d rounds, %d clients", run.name, run.framework, config.training.rounds, config.clients)
         try:
-            backend.run(RunJob(config=config, run=run, shards=shards, initial_params=initial, recorder=recorder))
+            progress = RecordedProgress(recorder, test, hooks)
+            backend.run(RunJob(config, run, shards, initial, hooks, recorder.run_dir, progress))
         except KeyboardInterrupt:
             recorder.finish("interrupted", "interrupted by the user")
             raise

@@ -10,6 +10,7 @@ import numpy as np
 from fltest.backends.flwr.client_app import params_to_record, record_to_params
 from fltest.backends.flwr_deployment import channel
 from fltest.params import keyed, load_params, params_from_bytes, params_to_bytes, save_params, unkeyed
+from fltest.rounds import RoundResult
 
 
 def _params(count: int = 12) -> list[np.ndarray]:
@@ -42,10 +43,10 @@ def test_float32_parameters_are_stored_as_float64_exactly():
 
 
 def test_the_deployment_channel_carries_a_round_bit_for_bit():
-    report = channel.RoundReport(3, _params(), {"train_loss": 0.25}, [0, 2])
+    report = RoundResult(3, _params(), {"train_loss": 0.25}, [0, 2])
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         channel.emit_round(report)
     kind, parsed = channel.parse_line("INFO :      " + printed.getvalue())  # as flwr log prefixes it
-    assert kind == "ROUND" and (parsed.server_round, parsed.train_metrics, parsed.selected) == (3, {"train_loss": 0.25}, [0, 2])
+    assert kind == "ROUND" and (parsed.server_round, parsed.train_metrics, parsed.clients) == (3, {"train_loss": 0.25}, [0, 2])
     assert _same(parsed.params, report.params)

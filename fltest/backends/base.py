@@ -4,30 +4,38 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import ShardSet, Storage
 from fltest.errors import InputError
+from fltest.hooks import Hooks
 from fltest.params import Params
-from fltest.results.recorder import RunRecorder
+from fltest.rounds import RunProgress
 
 
 @dataclass(frozen=True)
 class RunJob:
-    """One run to carry out: the experiment, the run's own settings, its data and its recorder."""
+    """One run to carry out: the experiment, the run's own settings, its data, and where it reports.
+
+    ``hooks`` are the experiment's hooks, loaded once; ``run_dir`` is the run's results folder,
+    where a backend may keep its framework's own files.
+    """
 
     config: ExperimentConfig
     run: RunConfig
     shards: ShardSet
     initial_params: Params
-    recorder: RunRecorder
+    hooks: Hooks
+    run_dir: Path
+    progress: RunProgress
 
 
 class Backend(ABC):
     """A federated-learning framework that can carry out a :class:`RunJob`.
 
-    A backend records rounds ``1..rounds`` with ``job.recorder.record_round``
-    (round 0, the initial model, is recorded for it) and raises on failure.
+    A backend reports rounds ``1..rounds`` with ``job.progress.round_done`` (the runner
+    evaluates and records them, and round 0, the initial model) and raises on failure.
     """
 
     framework: str
@@ -48,5 +56,5 @@ class Backend(ABC):
 
     @abstractmethod
     def run(self, job: RunJob) -> None:
-        """Carry out the run, recording every round."""
+        """Carry out the run, reporting every round."""
 

@@ -7,7 +7,7 @@ import threading
 import warnings
 
 import cloudpickle
-from flwr.app import ConfigRecord, Context, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.simulation import run_simulation
 
@@ -19,17 +19,14 @@ from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import Storage
-from fltest.fedavg import evaluate_global
-from fltest.hooks import load_hooks
+from fltest.rounds import RoundResult
 
 log = logging.getLogger(__name__)
 
 
 def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
-    """The ServerApp: discover partitions, run SelectedFedAvg, record every round; it returns once ``stop`` is set."""
-    config, recorder = job.config, job.recorder
-    hooks = load_hooks(config.hooks)
-    test_x, test_y = job.shards.test_arrays()
+    """The ServerApp: discover partitions, run SelectedFedAvg, report every round; it returns once ``stop`` is set."""
+    config, progress = job.config, job.progress
     app = ServerApp()
 
     @app.main()
@@ -42,17 +39,14 @@ def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
     def run_rounds(grid: Grid) -> None:
         timeout = config.training.round_timeout_s
         mapping = discover_partitions(grid, config.clients, timeout)
-        recorder.setup_done()
+        progress.setup_done()
         strategy = SelectedFedAvg(mapping, config.seed, config.training.fraction_fit)
 
-        def evaluate(server_round: int, arrays) -> MetricRecord:
-            params = record_to_params(arrays)
-            metrics = evaluate_global(params, test_x, test_y, hooks)
+        def report(server_round: int, arrays: ArrayRecord) -> None:
             if server_round > 0:
-                recorder.record_round(
-                    server_round, params, metrics, strategy.train_metrics[server_round], strategy.selected[server_round]
-                )
-            return MetricRecord(metrics)
+                progress.round_done(RoundResult(
+                    server_round, record_to_params(arrays), strategy.train_metrics[server_round], strategy.selected[server_round]
+                ))  # fmt: skip
 
         strategy.start(
             grid=grid,
@@ -60,9 +54,9 @@ def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
             num_rounds=config.training.rounds,
             timeout=timeout,
             train_config=ConfigRecord(),
-            evaluate_fn=evaluate,
+            evaluate_fn=report,
         )
-        recorder.info["client_hosts"] = sorted(strategy.client_hosts)
+        progress.note(client_hosts=sorted(strategy.client_hosts))
 
     return app
 
@@ -80,7 +74,7 @@ class FlwrBackend(Backend):
     def cluster_shard_source(self, job: RunJob) -> ShardSource:
         """Put each client's shard into the object store once; clients fetch theirs by reference."""
         refs = put_shards(job.shards)
-        job.recorder.info["shards_put"] = len(refs)
+        job.progress.note(shards_put=len(refs))
         return ObjectStoreShards(refs)
 
     def run(self, job: RunJob) -> None:
@@ -109,8 +103,7 @@ class FlwrBackend(Backend):
         if not log.isEnabledFor(logging.DEBUG):
             flwr_log.setLevel(logging.WARNING)
         client_app = make_client_app(config, shard_source)
-        job.recorder.info["client_app_pickled_bytes"] = len(cloudpickle.dumps(client_app))
-        job.recorder.info["ray_address"] = address or "local"
+        job.progress.note(client_app_pickled_bytes=len(cloudpickle.dumps(client_app)), ray_address=address or "local")
         stop = threading.Event()
         try:
             with warnings.catch_warnings():

@@ -22,6 +22,7 @@ from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, NodeShard
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FLTestError
 from fltest.model import init_params
+from fltest.rounds import RoundResult
 
 EXPERIMENT_KEY = "fltest-experiment"  # run-config keys
 SHARDS_KEY = "fltest-shards-key"
@@ -51,7 +52,7 @@ def server_main(grid: Grid, context: Context) -> None:
 
         def report(server_round: int, arrays) -> None:
             if server_round > 0:
-                channel.emit_round(channel.RoundReport(
+                channel.emit_round(RoundResult(
                     server_round, record_to_params(arrays), strategy.train_metrics[server_round], strategy.selected[server_round]
                 ))  # fmt: skip
 

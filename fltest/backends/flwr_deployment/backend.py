@@ -16,8 +16,6 @@ from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flw
 from fltest.backends.flwr_deployment.readiness import check_online
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.errors import InputError, RunFailed
-from fltest.fedavg import evaluate_global
-from fltest.hooks import load_hooks
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +63,7 @@ class FlwrDeploymentBackend(Backend):
             raise InputError(f"hooks: not supported with mode {MODE} (the SuperNodes cannot import {config.hooks!r})")
 
     def run(self, job: RunJob) -> None:
-        """Submit the run, record each round as its report arrives; a failed run raises :class:`RunFailed`."""
+        """Submit the run, report each round as its line arrives; a failed run raises :class:`RunFailed`."""
         options, training = job.run.options, job.config.training
         deadline = SETUP_TIMEOUT_S + training.rounds * training.round_timeout_s
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
@@ -77,14 +75,12 @@ class FlwrDeploymentBackend(Backend):
                 run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=SETUP_TIMEOUT_S)["run-id"])
             except RunFailed as exc:
                 raise RunFailed(f"SuperLink {options['superlink']}: {exc}") from None
-            job.recorder.info.update(flower_run_id=run_id, superlink=options["superlink"])
+            job.progress.note(flower_run_id=run_id, superlink=options["superlink"])
             log.info("run %s: Flower run %d submitted to %s", job.run.name, run_id, options["superlink"])
             self._follow(job, home, run_id, deadline)
 
     def _follow(self, job: RunJob, home: Path, run_id: int, timeout: float) -> None:
-        """Read the run's log stream until it ends, recording rounds; then check the run's status."""
-        test_x, test_y = job.shards.test_arrays()
-        hooks = load_hooks(None)
+        """Read the run's log stream until it ends, reporting rounds; then check the run's status."""
         command = [flwr_cli(), "log", str(run_id), CONNECTION, "--stream"]
         stream = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=flwr_env(home))
         timed_out = threading.Event()
@@ -100,10 +96,8 @@ class FlwrDeploymentBackend(Backend):
                 kind, payload = parsed
                 if kind == "ROUND":
                     if rounds == 0:
-                        job.recorder.setup_done()
-                    metrics = evaluate_global(payload.params, test_x, test_y, hooks)
-                    job.recorder.record_round(payload.server_round, payload.params, metrics,
-                                              payload.train_metrics, payload.selected)  # fmt: skip
+                        job.progress.setup_done()
+                    job.progress.round_done(payload)
                     rounds = payload.server_round
                 elif kind == "DONE":
                     done = payload
@@ -126,7 +120,7 @@ class FlwrDeploymentBackend(Backend):
                 raise RunFailed(f"Flower run {run_id}: no end after {timeout:.0f} s ({status}, {rounds} rounds); stopped")
             reason = f": {last_exception}" if last_exception else ""
             raise RunFailed(f"Flower run {run_id} ended ({status}) after {rounds} of {job.config.training.rounds} rounds{reason}")
-        job.recorder.info["client_hosts"] = done["client_hosts"]
+        job.progress.note(client_hosts=done["client_hosts"])
 
     @staticmethod
     def _status(home: Path, run_id: int) -> str:

@@ -13,21 +13,10 @@ import base64
 import json
 import re
 import sys
-from dataclasses import dataclass
-
-from fltest.params import Params, params_from_bytes, params_to_bytes
+from fltest.params import params_from_bytes, params_to_bytes
+from fltest.rounds import RoundResult
 
 _LINE = re.compile(r"FLTEST-(ROUND|DONE|ERROR) (\S+)")
-
-
-@dataclass(frozen=True)
-class RoundReport:
-    """One finished round as the ServerApp saw it."""
-
-    server_round: int
-    params: Params
-    train_metrics: dict[str, float]
-    selected: list[int]
 
 
 def _emit(kind: str, payload: dict) -> None:
@@ -37,13 +26,13 @@ def _emit(kind: str, payload: dict) -> None:
     sys.stdout.flush()
 
 
-def emit_round(report: RoundReport) -> None:
-    """Print a round's report."""
+def emit_round(result: RoundResult) -> None:
+    """Print a round's result."""
     _emit("ROUND", {
-        "round": report.server_round,
-        "params": base64.b64encode(params_to_bytes(report.params)).decode(),
-        "train_metrics": report.train_metrics,
-        "selected": report.selected,
+        "round": result.server_round,
+        "params": base64.b64encode(params_to_bytes(result.params)).decode(),
+        "train_metrics": result.train_metrics,
+        "clients": result.clients,
     })  # fmt: skip
 
 
@@ -57,8 +46,8 @@ def emit_error(reason: str) -> None:
     _emit("ERROR", {"reason": reason})
 
 
-def parse_line(line: str) -> tuple[str, RoundReport | dict] | None:
-    """``("ROUND", report)``, ``("DONE", info)``, ``("ERROR", info)`` or ``None`` for any other line."""
+def parse_line(line: str) -> tuple[str, RoundResult | dict] | None:
+    """``("ROUND", result)``, ``("DONE", info)``, ``("ERROR", info)`` or ``None`` for any other line."""
     match = _LINE.search(line)
     if not match:
         return None
@@ -66,4 +55,4 @@ def parse_line(line: str) -> tuple[str, RoundReport | dict] | None:
     if kind != "ROUND":
         return kind, payload
     params = params_from_bytes(base64.b64decode(payload["params"]))
-    return kind, RoundReport(payload["round"], params, payload["train_metrics"], payload["selected"])
+    return kind, RoundResult(payload["round"], params, payload["train_metrics"], payload["clients"])

@@ -15,8 +15,6 @@ from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_enviro
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.errors import InputError, RunFailed
-from fltest.fedavg import evaluate_global
-from fltest.hooks import load_hooks
 from fltest.params import save_params
 
 log = logging.getLogger(__name__)
@@ -55,11 +53,11 @@ class NVFlareBackend(Backend):
             raise InputError(f"runs.{run.name}.options.{KEEP_WORKSPACE}: must be true or false, got {keep!r}")
 
     def run(self, job: RunJob) -> None:
-        """Export the job, run the simulator and record each round as the server reports it."""
-        config, recorder = job.config, job.recorder
+        """Export the job, run the simulator and report each round as the server reports it."""
+        config = job.config
         if cluster_address():
             log.info("%s is set: the nvflare backend ignores it and runs on this machine", ADDRESS_VARIABLE)
-        files = RunFiles(recorder.run_dir / "nvflare")
+        files = RunFiles(job.run_dir / "nvflare")
         shutil.rmtree(files.root, ignore_errors=True)
         files.create()
         try:
@@ -67,8 +65,8 @@ class NVFlareBackend(Backend):
             save_params(files.initial_params, job.initial_params)
             job_dir = export_job(config, files)
             threads = simulator_threads(config)
-            recorder.info["nvflare_threads"] = threads
-            log_path = recorder.run_dir / "simulator.log"
+            job.progress.note(nvflare_threads=threads)
+            log_path = job.run_dir / "simulator.log"
             log_path.unlink(missing_ok=True)
             log.info("nvflare: simulating %d clients, %d at once; log: %s", config.clients, threads, log_path)
             # TMPDIR holds the simulator's Unix sockets, whose paths must stay short (108 bytes): not the run folder.
@@ -82,10 +80,8 @@ class NVFlareBackend(Backend):
                 shutil.rmtree(files.root, ignore_errors=True)
 
     def _follow(self, job: RunJob, files: RunFiles, sim: SimulatorProcess) -> None:
-        """Record rounds while the simulator runs; a client failure, a silent round or a bad exit fails the run."""
-        config, recorder = job.config, job.recorder
-        hooks = load_hooks(config.hooks)
-        test_x, test_y = job.shards.test_arrays()
+        """Report rounds while the simulator runs; a client failure, a silent round or a bad exit fails the run."""
+        config = job.config
         timeout = config.training.round_timeout_s
         next_round, setup_done = 1, False
         start = time.monotonic()
@@ -94,12 +90,11 @@ class NVFlareBackend(Backend):
         while next_round <= config.training.rounds:
             result = files.read_round(next_round)
             if not setup_done and (result is not None or files.ready_clients() == config.clients):
-                recorder.setup_done()
+                job.progress.setup_done()
                 setup_done = True
                 log.info("nvflare: %d clients up after %.1f s", config.clients, time.monotonic() - start)
             if result is not None:
-                metrics = evaluate_global(result.params, test_x, test_y, hooks)
-                recorder.record_round(next_round, result.params, metrics, result.train_metrics, result.clients)
+                job.progress.round_done(result)
                 next_round += 1
                 deadline = time.monotonic() + timeout
                 continue

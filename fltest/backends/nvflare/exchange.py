@@ -27,8 +27,8 @@ from pathlib import Path
 
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import ShardSet
-from fltest.hooks import Metrics
-from fltest.params import Params, load_params, save_params
+from fltest.params import load_params, save_params
+from fltest.rounds import RoundResult
 
 SPEC_VARIABLE = "FLTEST_NVFLARE_SPEC"
 JOB_NAME = "fltest"
@@ -52,16 +52,6 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
-
-
-@dataclass(frozen=True)
-class RoundResult:
-    """What the server reports about one completed round."""
-
-    server_round: int
-    params: Params
-    train_metrics: Metrics
-    clients: list[int]
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,10 @@ from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
 from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
 from nvflare.app_common.workflows.fedavg import FedAvg
 
-from fltest.backends.nvflare.exchange import (
-    RoundResult,
-    RunFiles,
-    partition_of,
-    site_name,
-)
+from fltest.backends.nvflare.exchange import RunFiles, partition_of, site_name
 from fltest.fedavg import ClientUpdate, aggregate, select_clients
 from fltest.params import keyed, load_params, unkeyed
+from fltest.rounds import RoundResult
 
 TASK_CHECK_PERIOD_S = 0.1  # how often the workflow checks for replies (NVFlare's default: 0.5 s)
 

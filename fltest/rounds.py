@@ -1,0 +1,38 @@
+"""What a backend hands the runner: one :class:`RoundResult` a round, through a :class:`RunProgress`.
+
+Backends only carry the experiment through a framework. The runner's :class:`RunProgress`
+evaluates each round's global model, calls the hooks' metrics and writes the results, the same
+way for every backend. (Frameworks run their rounds in threads or processes of their own, so a
+backend reports rounds as they end rather than returning them.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fltest.hooks import Metrics
+from fltest.params import Params
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One finished round: the new global model, the partitions that trained, their averaged metrics."""
+
+    server_round: int
+    params: Params
+    train_metrics: Metrics
+    clients: list[int]
+
+
+class RunProgress(Protocol):
+    """Where a backend reports its run as it goes."""
+
+    def setup_done(self) -> None:
+        """The framework is up: the time so far is set-up, not round 1."""
+
+    def round_done(self, result: RoundResult) -> None:
+        """Round ``result.server_round`` (1, 2, ... in order) has ended."""
+
+    def note(self, **info: Any) -> None:
+        """Facts about the run for its summary (the machines clients trained on, a run id, ...)."""
