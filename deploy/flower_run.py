@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from deploy.flower import OPERATOR_SERVICE, FlowerFederation
+from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 
@@ -30,9 +31,8 @@ def host_paths(config: ExperimentConfig, config_path: Path, cwd: Path) -> list[P
     if config.dataset.path is not None:
         paths.append(Path(config.dataset.path).resolve())
     for run in config.runs:
-        ca = run.options.get("root_certificates") if run.options.get("mode") == "deployment" else None
-        if isinstance(ca, str) and ca:
-            path = (cwd / Path(ca).expanduser()).resolve()
+        if isinstance(run, FlwrDeploymentRun):
+            path = (cwd / run.options.root_certificates.expanduser()).resolve()
             if not path.is_file():  # else Docker would create a root-owned folder there
                 raise InputError(f"{config_path}: runs.{run.name}.options.root_certificates: {path}: no such file")
             paths.append(path)

@@ -10,14 +10,22 @@ from fltest.backends import backend_for
 from fltest.backends.flwr import FlwrBackend
 from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
 from fltest.cli import main
-from fltest.config.schema import RunConfig
+from fltest.config.schema import ExperimentConfig
 from tests.conftest import base_config
 
 
+def _run(options: dict | None = None):
+    """A flwr run named ``a`` with ``options``, validated as a config's run is."""
+    config = base_config()
+    config["runs"] = [{"name": "a", "framework": "flwr", **({"options": options} if options is not None else {})}]
+    return ExperimentConfig.model_validate(config).runs[0]
+
+
 def test_mode_selects_the_backend():
-    assert type(backend_for(RunConfig(name="a", framework="flwr"))) is FlwrBackend
-    assert type(backend_for(RunConfig(name="a", framework="flwr", options={"mode": "simulation"}))) is FlwrBackend
-    assert type(backend_for(RunConfig(name="a", framework="flwr", options={"mode": "deployment"}))) is FlwrDeploymentBackend
+    assert type(backend_for(_run())) is FlwrBackend
+    assert type(backend_for(_run({"mode": "simulation"}))) is FlwrBackend
+    deployment = {"mode": "deployment", "superlink": "h:1", "root_certificates": "ca.crt"}
+    assert type(backend_for(_run(deployment))) is FlwrDeploymentBackend
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ import time
 import numpy as np
 import psutil
 import pytest
+import yaml
 
-from fltest.backends import get_backend
+from fltest.config import load_config
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 from fltest.results.files import read_jsonl
@@ -159,14 +160,15 @@ def test_report_draws_reference_flwr_and_nvflare(tmp_path, monkeypatch):
     assert "fltest.backends.nvflare.server.FLTestFedAvg" in job_config.read_text()  # kept on request
 
 
-def test_unknown_options_and_a_bad_keep_workspace_are_input_errors():
-    backend = get_backend("nvflare")
-    config = _config([{**NVFLARE, "options": {"threads": 2}}])
-    unknown = r"^runs\.nvflare\.options\.threads: unknown option for nvflare \(known: keep_workspace\)$"
+def test_unknown_options_and_a_bad_keep_workspace_are_input_errors(tmp_path):
+    def load(options: dict):
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(_config([REFERENCE]).model_dump(mode="json") | {"runs": [{**NVFLARE, "options": options}]}))
+        return load_config(path)
+
+    unknown = r": runs\.nvflare\.options\.threads: unknown option for nvflare \(known: keep_workspace\)$"
     with pytest.raises(InputError, match=unknown):
-        backend.check(config, config.runs[0])
-    config = _config([{**NVFLARE, "options": {"keep_workspace": "yes"}}])
-    with pytest.raises(InputError, match=r"^runs\.nvflare\.options\.keep_workspace: must be true or false"):
-        backend.check(config, config.runs[0])
-    config = _config([{**NVFLARE, "options": {"keep_workspace": True}}])
-    backend.check(config, config.runs[0])
+        load({"threads": 2})
+    with pytest.raises(InputError, match=r": runs\.nvflare\.options\.keep_workspace: must be true or false, got 'yes'$"):
+        load({"keep_workspace": "yes"})
+    assert load({"keep_workspace": True}).runs[0].options.keep_workspace is True

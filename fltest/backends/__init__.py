@@ -1,15 +1,35 @@
-"""Backends: one module a framework, looked up by the config's ``framework`` name."""
+"""Backends: one module a framework, found by the kind of run (``fltest.config.runs``) in one registry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fltest.backends.base import Backend, RunJob
-from fltest.config.schema import RunConfig
-from fltest.errors import BackendUnavailable, InputError
+from fltest.config.runs import RunConfig, run_kind
+from fltest.errors import BackendUnavailable
 
 NVFLARE_INSTALL = "pip install 'fltest[nvflare]'"
 
 
-def _nvflare_backend() -> Backend:
+def _reference() -> Backend:
+    from fltest.backends.reference import ReferenceBackend
+
+    return ReferenceBackend()
+
+
+def _flwr_simulation() -> Backend:
+    from fltest.backends.flwr import FlwrBackend
+
+    return FlwrBackend()
+
+
+def _flwr_deployment() -> Backend:
+    from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
+
+    return FlwrDeploymentBackend()
+
+
+def _nvflare() -> Backend:
     """The nvflare backend, or a one-line error saying how to install NVFlare when it is missing."""
     try:
         from fltest.backends.nvflare.backend import NVFlareBackend
@@ -21,32 +41,18 @@ def _nvflare_backend() -> Backend:
     return NVFlareBackend()
 
 
-def get_backend(framework: str) -> Backend:
-    """The backend for ``framework``; frameworks that are not available raise a one-line error."""
-    if framework == "reference":
-        from fltest.backends.reference import ReferenceBackend
-
-        return ReferenceBackend()
-    if framework == "flwr":
-        from fltest.backends.flwr import FlwrBackend
-
-        return FlwrBackend()
-    if framework == "nvflare":
-        return _nvflare_backend()
-    raise BackendUnavailable(f"framework {framework!r} is not available in this version of fltest")
+# The kind of run (its framework, and for flwr its mode) -> its backend, imported only when asked for.
+BACKENDS: dict[str, Callable[[], Backend]] = {
+    "reference": _reference,
+    "flwr-simulation": _flwr_simulation,
+    "flwr-deployment": _flwr_deployment,
+    "nvflare": _nvflare,
+}
 
 
 def backend_for(run: RunConfig) -> Backend:
-    """The backend of one run: its framework and, for flwr, its ``mode`` (simulation or deployment)."""
-    if run.framework == "flwr":
-        mode = run.options.get("mode", "simulation")
-        if mode == "deployment":
-            from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
-
-            return FlwrDeploymentBackend()
-        if mode != "simulation":
-            raise InputError(f"runs.{run.name}.options.mode: {mode!r}: expected 'simulation' or 'deployment'")
-    return get_backend(run.framework)
+    """The backend of one run; a framework that is not installed raises a one-line error."""
+    return BACKENDS[run_kind(run)]()
 
 
-__all__ = ["Backend", "RunJob", "backend_for", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "RunJob", "backend_for"]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import ShardSet, Storage
-from fltest.errors import InputError
 from fltest.hooks import Hooks
 from fltest.params import Params
 from fltest.rounds import RunProgress
@@ -39,20 +38,16 @@ class Backend(ABC):
     """
 
     framework: str
-    known_options: frozenset[str] = frozenset()
 
     def storage(self, config: ExperimentConfig) -> Storage:
         """Which shard variant the backend reads: memory-mapped by default."""
         return "mmap"
 
     def check(self, config: ExperimentConfig, run: RunConfig) -> None:
-        """Raise :class:`fltest.errors.InputError` if the run cannot start here (before any output)."""
-        unknown = sorted(set(run.options) - self.known_options)
-        if unknown:
-            known = ", ".join(sorted(self.known_options)) or "none"
-            raise InputError(
-                f"runs.{run.name}.options.{unknown[0]}: unknown option for {run.framework} (known: {known})"
-            )
+        """Raise :class:`fltest.errors.InputError` if the run cannot start here (before any output).
+
+        Its options were checked by the schema; this checks what the schema cannot (files, other keys).
+        """
 
     @abstractmethod
     def run(self, job: RunJob) -> None:

@@ -8,16 +8,20 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from fltest.config.runs import describe_run_error, without_run_kind
 from fltest.config.schema import ExperimentConfig
 from fltest.data.split import check_local_data
 from fltest.errors import InputError
 from fltest.hooks import load_hooks
 
 
-def _format_validation_error(path: Path, error: ValidationError) -> str:
+def _format_validation_error(path: Path, error: ValidationError, raw: dict) -> str:
     """Turn pydantic's first error into ``<file>: <field.path>: <message>``."""
     first = error.errors()[0]
-    location = [str(part) for part in first["loc"]]
+    in_runs = describe_run_error(first, raw.get("runs"))
+    if in_runs:
+        return f"{path}: {in_runs}"
+    location = [str(part) for part in without_run_kind(first["loc"])]
     message = first["msg"].removeprefix("Value error, ")
     field, sep, rest = message.partition(": ")
     if sep and " " not in field:
@@ -52,7 +56,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
     try:
         config = ExperimentConfig.model_validate(raw)
     except ValidationError as exc:
-        raise InputError(_format_validation_error(path, exc)) from None
+        raise InputError(_format_validation_error(path, exc, raw)) from None
 
     config_dir = path.resolve().parent
     if config.dataset.path is not None:

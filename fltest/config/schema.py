@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-FRAMEWORKS = ("reference", "flwr", "nvflare")
+from fltest.config.runs import RUN_NAME_PATTERN, RunConfig
 
 
 class _Strict(BaseModel):
@@ -115,18 +115,10 @@ class OutputConfig(_Strict):
     save_round_models: bool = False
 
 
-class RunConfig(_Strict):
-    """One run of the experiment on one framework."""
-
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
-    framework: Literal["reference", "flwr", "nvflare"]
-    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
-
-
 class ExperimentConfig(_Strict):
     """A whole experiment: data, model, training, and the runs to compare."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)]  # the experiment's name: a folder, like a run's
     seed: int = 0
     dataset: DatasetConfig
     partition: PartitionConfig = PartitionConfig()

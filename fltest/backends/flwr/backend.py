@@ -65,7 +65,6 @@ class FlwrBackend(Backend):
     """Flower 1.42 simulation (Message API: ServerApp, ClientApp, FedAvg) on Ray."""
 
     framework = "flwr"
-    known_options = frozenset({"mode"})
 
     def storage(self, config: ExperimentConfig) -> Storage:
         """In-memory shards on a joined cluster (they travel), memory-mapped ones on a private Ray."""

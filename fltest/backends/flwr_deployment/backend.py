@@ -14,44 +14,28 @@ from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.app_dir import write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json, write_connection
 from fltest.backends.flwr_deployment.readiness import check_online
-from fltest.config.schema import ExperimentConfig, RunConfig
+from fltest.config.runs import FlwrDeploymentRun
+from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
 
 log = logging.getLogger(__name__)
 
-MODE = "deployment"
 SETUP_TIMEOUT_S = 120.0  # submit, start the ServerApp, discover the nodes (beyond the rounds' own timeouts)
-_ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 _EXCEPTION_LINE = re.compile(r"^\w*(Error|Exception)\b.*: ")  # a traceback's last line, e.g. from the ServerApp
 
 
-def _option(run: RunConfig, name: str) -> str:
-    """A required string option of the run, or a one-line error naming it."""
-    value = run.options.get(name)
-    if not isinstance(value, str) or not value:
-        raise InputError(f"runs.{run.name}.options.{name}: required with mode {MODE}")
-    return value
-
-
-def _root_certificates(run: RunConfig) -> Path:
+def _root_certificates(run: FlwrDeploymentRun) -> Path:
     """The CA file the SuperLink's certificate is checked against (``~`` expanded)."""
-    return Path(_option(run, "root_certificates")).expanduser()
+    return run.options.root_certificates.expanduser()
 
 
 class FlwrDeploymentBackend(Backend):
     """Flower 1.42 deployment: a SuperLink at ``superlink`` (TLS) and the SuperNodes connected to it."""
 
     framework = "flwr"
-    known_options = frozenset({"mode", "superlink", "root_certificates"})
 
-    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
-        """Refuse unknown options, a mode other than deployment, a bad address or CA file, hooks."""
-        super().check(config, run)
-        if run.options.get("mode") != MODE:
-            raise InputError(f"runs.{run.name}.options.mode: {run.options.get('mode')!r}: expected {MODE!r}")
-        address = _option(run, "superlink")
-        if not _ADDRESS.match(address):
-            raise InputError(f"runs.{run.name}.options.superlink: {address!r}: expected <host>:<port>")
+    def check(self, config: ExperimentConfig, run: FlwrDeploymentRun) -> None:
+        """Refuse a CA file that is not there, and hooks (the schema checked the options)."""
         ca = _root_certificates(run)
         try:
             found = ca.is_file()
@@ -60,7 +44,7 @@ class FlwrDeploymentBackend(Backend):
         if not found:
             raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
         if config.hooks:
-            raise InputError(f"hooks: not supported with mode {MODE} (the SuperNodes cannot import {config.hooks!r})")
+            raise InputError(f"hooks: not supported with mode deployment (the SuperNodes cannot import {config.hooks!r})")
 
     def run(self, job: RunJob) -> None:
         """Submit the run, report each round as its line arrives; a failed run raises :class:`RunFailed`."""
@@ -68,15 +52,15 @@ class FlwrDeploymentBackend(Backend):
         deadline = SETUP_TIMEOUT_S + training.rounds * training.round_timeout_s
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
             home = Path(tmp) / "flwr-home"
-            write_connection(home, str(options["superlink"]), _root_certificates(job.run))
+            write_connection(home, options.superlink, _root_certificates(job.run))
             app = write_app_dir(Path(tmp) / "app", job.config, job.shards)
             try:
                 check_online(home, job.config.clients)
                 run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=SETUP_TIMEOUT_S)["run-id"])
             except RunFailed as exc:
-                raise RunFailed(f"SuperLink {options['superlink']}: {exc}") from None
-            job.progress.note(flower_run_id=run_id, superlink=options["superlink"])
-            log.info("run %s: Flower run %d submitted to %s", job.run.name, run_id, options["superlink"])
+                raise RunFailed(f"SuperLink {options.superlink}: {exc}") from None
+            job.progress.note(flower_run_id=run_id, superlink=options.superlink)
+            log.info("run %s: Flower run %d submitted to %s", job.run.name, run_id, options.superlink)
             self._follow(job, home, run_id, deadline)
 
     def _follow(self, job: RunJob, home: Path, run_id: int, timeout: float) -> None:

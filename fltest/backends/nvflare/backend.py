@@ -13,8 +13,8 @@ from fltest.backends.nvflare.exchange import SPEC_VARIABLE, RunFiles, RunSpec
 from fltest.backends.nvflare.job import export_job
 from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_environment
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
-from fltest.config.schema import ExperimentConfig, RunConfig
-from fltest.errors import InputError, RunFailed
+from fltest.config.schema import ExperimentConfig
+from fltest.errors import RunFailed
 from fltest.params import save_params
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 STARTUP_S = 120.0  # allowed for the simulator, server and clients to start, on top of the first round
 SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in
 POLL_S = 0.05
-KEEP_WORKSPACE = "keep_workspace"
 
 
 def simulator_threads(config: ExperimentConfig) -> int:
@@ -43,14 +42,6 @@ class NVFlareBackend(Backend):
     """
 
     framework = "nvflare"
-    known_options = frozenset({KEEP_WORKSPACE})
-
-    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
-        """Unknown options are errors (the base check); ``keep_workspace`` must be a boolean."""
-        super().check(config, run)
-        keep = run.options.get(KEEP_WORKSPACE, False)
-        if not isinstance(keep, bool):
-            raise InputError(f"runs.{run.name}.options.{KEEP_WORKSPACE}: must be true or false, got {keep!r}")
 
     def run(self, job: RunJob) -> None:
         """Export the job, run the simulator and report each round as the server reports it."""
@@ -76,7 +67,7 @@ class NVFlareBackend(Backend):
                 with sim:
                     self._follow(job, files, sim)
         finally:
-            if not job.run.options.get(KEEP_WORKSPACE, False):
+            if not job.run.options.keep_workspace:
                 shutil.rmtree(files.root, ignore_errors=True)
 
     def _follow(self, job: RunJob, files: RunFiles, sim: SimulatorProcess) -> None:
