@@ -11,7 +11,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.simulation import run_simulation
 
-from fltest.backends.base import Backend, RunJob
+from fltest.backends.base import STARTUP_S, Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app, params_to_record, record_to_params
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.stoppable_grid import RunStopped, StoppableGrid
@@ -38,7 +38,7 @@ def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
 
     def run_rounds(grid: Grid) -> None:
         timeout = config.training.round_timeout_s
-        mapping = discover_partitions(grid, config.clients, timeout)
+        mapping = discover_partitions(grid, config.clients, STARTUP_S + timeout)  # the actors start on their first message
         progress.setup_done()
         strategy = SelectedFedAvg(mapping, config.seed, config.training.fraction_fit)
 

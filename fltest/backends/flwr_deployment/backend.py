@@ -9,7 +9,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from fltest.backends.base import Backend, RunJob
+from fltest.backends.base import STARTUP_S, Backend, RunJob
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.app_dir import write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json, write_connection
@@ -20,7 +20,6 @@ from fltest.errors import InputError, RunFailed
 
 log = logging.getLogger(__name__)
 
-SETUP_TIMEOUT_S = 120.0  # submit, start the ServerApp, discover the nodes (beyond the rounds' own timeouts)
 _EXCEPTION_LINE = re.compile(r"^\w*(Error|Exception)\b.*: ")  # a traceback's last line, e.g. from the ServerApp
 
 
@@ -49,14 +48,14 @@ class FlwrDeploymentBackend(Backend):
     def run(self, job: RunJob) -> None:
         """Submit the run, report each round as its line arrives; a failed run raises :class:`RunFailed`."""
         options, training = job.run.options, job.config.training
-        deadline = SETUP_TIMEOUT_S + training.rounds * training.round_timeout_s
+        deadline = STARTUP_S + training.rounds * training.round_timeout_s
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
             home = Path(tmp) / "flwr-home"
             write_connection(home, options.superlink, _root_certificates(job.run))
             app = write_app_dir(Path(tmp) / "app", job.config, job.shards)
             try:
                 check_online(home, job.config.clients)
-                run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=SETUP_TIMEOUT_S)["run-id"])
+                run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=STARTUP_S)["run-id"])
             except RunFailed as exc:
                 raise RunFailed(f"SuperLink {options.superlink}: {exc}") from None
             job.progress.note(flower_run_id=run_id, superlink=options.superlink)

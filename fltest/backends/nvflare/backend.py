@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fltest.backends.base import Backend, RunJob
+from fltest.backends.base import STARTUP_S, Backend, RunJob
 from fltest.backends.nvflare.exchange import SPEC_VARIABLE, RunFiles, RunSpec
 from fltest.backends.nvflare.job import export_job
 from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_environment
@@ -19,7 +19,6 @@ from fltest.params import save_params
 
 log = logging.getLogger(__name__)
 
-STARTUP_S = 120.0  # allowed for the simulator, server and clients to start, on top of the first round
 SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in
 POLL_S = 0.05
 
