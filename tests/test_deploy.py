@@ -260,6 +260,11 @@ def test_a_ray_actor_error_names_the_node_s_machine_and_cause_in_one_line():
     )
     raised = "<class 'flwr.clientapp.client_app.ClientAppException'>:<'\nTraceback ...\nValueError: bad shard'>"
     assert describe_wrapped_error(raised) == "ValueError: bad shard"  # no stray '>
+    in_task = ("<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'ray::ClientAppActor.run() (pid=1, ip=192.0.2.2)\n"
+               "  File \"hooks.py\", line 3, in before_local_training\nValueError: client one broke\n\n"
+               "The above exception was the direct cause of the following exception:\n\n"
+               "flwr.clientapp.client_app.ClientAppException: \nException ClientAppException occurred. Message: client one broke'>")  # fmt: skip
+    assert describe_wrapped_error(in_task, alive.get) == "client one broke"  # as a simulation's client raises it
     assert describe_wrapped_error("plain reason") is None
 
 

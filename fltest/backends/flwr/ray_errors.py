@@ -15,7 +15,11 @@ import socket
 from collections.abc import Callable
 
 #: Flower's wrapper around an exception raised in its simulation backend (vce_api.worker).
-WRAPPED = re.compile(r"<class '(?P<type>[\w.]+)'>:<'(?P<message>.*)'>", re.S)
+WRAPPED = re.compile(r"<class '(?P<type>[\w.]+(?:\(\w+\))?)'>:<'(?P<message>.*)'>", re.S)
+#: Ray's wrapper of an exception raised inside a task, e.g. ``ray.exceptions.RayTaskError(ClientAppException)``.
+TASK_ERROR = "ray.exceptions.RayTaskError("
+#: What Flower puts before a ClientApp exception's own message.
+CLIENT_APP_EXCEPTION = "Exception ClientAppException occurred. Message: "
 ACTOR_ID = re.compile(r"(?:actor_id: |The actor )(?P<id>[0-9a-f]{16,})")
 NODE_DEATH = ("node has died", "node was terminated", "node died", "node is dead")
 #: Ray's error when an actor's process cannot be reached (its node killed a moment ago, before Ray declares it dead).
@@ -98,8 +102,8 @@ def describe_wrapped_error(reason: str, node_info: NodeInfo = ray_node_info) -> 
     kind = match["type"].rsplit(".", 1)[-1]
     message = match["message"]
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if not match["type"].startswith("ray."):
-        return lines[-1] if lines else kind
+    if not match["type"].startswith("ray.") or match["type"].startswith(TASK_ERROR):  # the client's own exception
+        return lines[-1].removeprefix(CLIENT_APP_EXCEPTION) if lines else kind
     ip = _actor_ip(message)
     info = node_info(ip) if ip else None
     where = f"Ray node {info[0]} ({ip})" if info else (f"Ray node {ip}" if ip else "its Ray node")

@@ -17,6 +17,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fltest.backends.flwr.client_app import HOST_KEY, make_client_app, params_to_record, record_to_params
 from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
+from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, NodeShard
 from fltest.config.schema import ExperimentConfig
@@ -57,7 +58,7 @@ def server_main(grid: Grid, context: Context) -> None:
                 ))  # fmt: skip
 
         strategy.start(grid=grid, initial_arrays=params_to_record(initial), num_rounds=config.training.rounds,
-                       timeout=timeout, train_config=ConfigRecord(), evaluate_fn=report)  # fmt: skip
+                       timeout=timeout + REPLY_GRACE_S, train_config=ConfigRecord(), evaluate_fn=report)  # fmt: skip
     except FLTestError as exc:
         channel.emit_error(str(exc))
         raise
