@@ -42,7 +42,7 @@ def _up_and_down(client, repeat: int) -> tuple[list[float], list[float]]:
         ups, downs = [], []
         try:
             for _ in range(repeat):
-                ups.append(_timed(lambda: (project.up(), wait_until_ready(project, client, 300))))
+                ups.append(_timed(lambda: (project.up(client), wait_until_ready(project, client, 300))))
                 downs.append(_timed(project.down))
         finally:
             project.down()

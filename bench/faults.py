@@ -190,7 +190,7 @@ def main() -> None:
         results = []
         try:
             start = time.monotonic()
-            bench.project.up()
+            bench.project.up(client)
             wait_until_ready(bench.project, client, 300)
             first_up_s = time.monotonic() - start
             print(f"{'fault at round ' + str(FAULT_ROUND):44} {'failure line':>12} {'run exit':>9} {'up->ready':>10}  the line")

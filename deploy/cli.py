@@ -75,7 +75,7 @@ def _up(args: argparse.Namespace) -> int:
     if not client.images.list(name=image):
         raise InputError(f"FLTEST_IMAGE={image}: image not found (build it: fltest-deploy build)")
     _ensure_token(project)
-    project.up()
+    project.up(client)
     state = wait_until_ready(project, client, args.timeout)
     print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
     if project.dashboard:

@@ -20,6 +20,7 @@ PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 HEAD_SERVICE = "ray-head"
 WORKER_SERVICE = "ray-worker"
+RAY_TEMP = "/tmp/ray"  # each node's Ray sessions and logs: an anonymous volume (docker-compose.yml's &ray-temp)
 STOP_TIMEOUT_S = 45  # above Ray's 30 s drain, as the compose file's stop_grace_period
 COMPOSE_FILE = "docker-compose.yml"
 DASHBOARD_FILE = "dashboard.yml"  # the Ray dashboard opt-in, an override of COMPOSE_FILE
@@ -175,11 +176,28 @@ class ComposeProject:
             + [f"volume {v.name}" for v in client.volumes.list(filters=labels)]
         )
 
-    def up(self) -> None:
+    def up(self, client) -> None:
         """Create or restore every service (restarting stopped or killed containers); without :attr:`dashboard`,
-        a dashboard an earlier ``up --dashboard`` started is removed."""
+        a dashboard an earlier ``up --dashboard`` started is removed.
+
+        A smaller ``RAY_WORKERS`` removes the extra workers, and their ``/tmp/ray`` volumes with them
+        (compose 1.29 keeps a removed container's anonymous volumes, which ``down`` no longer finds).
+        """
+        import docker
+
+        before = self.ray_temp_volumes(client)
         workers = self.setting("RAY_WORKERS") or "1"
         self.compose("up", "--detach", "--remove-orphans", "--scale", f"{WORKER_SERVICE}={workers}")
+        for name in before - self.ray_temp_volumes(client):
+            try:
+                client.volumes.get(name).remove()
+            except docker.errors.DockerException:  # already gone, or still in use: down --volumes removes it
+                pass
+
+    def ray_temp_volumes(self, client) -> set[str]:
+        """The names of the anonymous volumes the project's nodes keep ``/tmp/ray`` in."""
+        return {mount["Name"] for container in self.containers(client, include_stopped=True)
+                for mount in container.attrs["Mounts"] if mount["Type"] == "volume" and mount["Destination"] == RAY_TEMP}  # fmt: skip
 
     def down(self) -> None:
         """Stop and remove the project's containers, networks and volumes (the dashboard's too, if it ran)."""

@@ -12,9 +12,10 @@ import sys
 import tarfile
 from typing import TextIO
 
+from deploy.compose import RAY_TEMP
 from fltest.errors import InputError
 
-RAY_LOG_DIR = "/tmp/ray/session_latest/logs"
+RAY_LOG_DIR = f"{RAY_TEMP}/session_latest/logs"
 #: The Ray logs shown by default: the node's raylet, the head's GCS, Ray's own record of exits.
 KEY_LOGS = ("raylet.err", "raylet.out", "gcs_server.err", "gcs_server.out", "ray_process_exit.log")
 

@@ -56,7 +56,7 @@ def emulation(docker_client, fltest_image, tier_report, tmp_path_factory):
     project = ComposeProject(name=PROJECT, overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)})
     project.down()  # a run killed earlier may have left it behind
     start = time.monotonic()
-    project.up()
+    project.up(docker_client)
     try:
         wait_until_ready(project, docker_client, READY_TIMEOUT_S)
         tier_report(f"emulation: head + 2 workers ready ({time.monotonic() - start:.1f} s)")
@@ -222,6 +222,8 @@ def test_status_and_wait_check_the_workers_that_run_not_the_settings(emulation, 
     up = _fltest_deploy(env, "up", "--workers", "4")
     assert up.returncode == 0, up.stderr
     assert up.stdout.strip().splitlines()[-1] == "ready: 5 nodes, 5 CPUs"
+    scaled_up = emulation.ray_temp_volumes(docker_client)
+    assert len(scaled_up) == 5
     try:
         status = _fltest_deploy(env, "status", timeout=120)
         assert status.returncode == 0, status.stdout + status.stderr
@@ -229,8 +231,12 @@ def test_status_and_wait_check_the_workers_that_run_not_the_settings(emulation, 
         wait = _fltest_deploy(env, "wait", "--timeout", "60", timeout=120)
         assert (wait.returncode, wait.stdout.strip()) == (0, "ready: 5 nodes, 5 CPUs"), wait.stderr
     finally:
-        emulation.up()  # back to the settings' 2 workers
+        emulation.up(docker_client)  # back to the settings' 2 workers
     assert len(wait_until_ready(emulation, docker_client, READY_TIMEOUT_S).nodes) == 3
+    kept = emulation.ray_temp_volumes(docker_client)
+    assert len(kept) == 3 and kept < scaled_up
+    left = {volume.name for volume in docker_client.volumes.list()} & (scaled_up - kept)
+    assert not left, f"the removed workers' /tmp/ray volumes were left behind: {left}"
 
 
 def test_status_exits_1_for_a_stopped_worker_and_up_s_timeout_line_names_it(emulation, docker_client):
@@ -272,7 +278,7 @@ def test_plain_compose_up_without_a_token_stops_at_once_and_makes_no_directory(d
         assert not token.exists()  # no directory made in its place
         assert not ComposeProject(name="fltest-test-notoken").containers(docker_client, include_stopped=True)
         with pytest.raises(Exception) as failure:  # the tools' own compose call says the same, in one line
-            ComposeProject(name="fltest-test-notoken", overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}).up()
+            ComposeProject(name="fltest-test-notoken", overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}).up(docker_client)
         assert str(failure.value) == f"{' '.join(compose_cli())} up (project fltest-test-notoken) failed (exit 1): {reason}"
     finally:
         _plain_compose(env, "down", "--volumes")
@@ -384,7 +390,7 @@ def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cau
     assert failed_after < 120
     assert unhealthy_after is not None and unhealthy_after < 60  # Docker no longer reports it healthy
     start = time.monotonic()
-    emulation.up()  # reconnected: the worker comes back (by itself, or restarted here)
+    emulation.up(docker_client)  # reconnected: the worker comes back (by itself, or restarted here)
     state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
     tier_report(f"worker reconnected: cluster ready again after {time.monotonic() - start:.1f} s")
     assert len(state.nodes) == 3
@@ -419,7 +425,7 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     # the one line names the killed container and what happened to it (not "no reply in time")
     assert re.search(rf"Ray node {re.escape(victim.name)} \(\d+\.\d+\.\d+\.\d+\) (died|became unreachable)",
                      summary["error"]), summary["error"]  # fmt: skip
-    emulation.up()
+    emulation.up(docker_client)
     state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
     assert len(state.nodes) == 3 and state.cpus == 3.0
 
@@ -452,7 +458,7 @@ def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_ke
     assert json.loads((results / "headkill" / "reference" / "summary.json").read_text())["status"] == "completed"
     assert len((results / "headkill" / "flower" / "metrics.jsonl").read_text().splitlines()) >= 3  # rounds 0-2
     start = time.monotonic()
-    emulation.up()
+    emulation.up(docker_client)
     wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
     tier_report(f"head restarted by up: cluster ready after {time.monotonic() - start:.1f} s")
     rescued = tmp_path / "rescued"
