@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 
@@ -134,6 +136,34 @@ def test_a_killed_client_fails_the_run_after_the_round_timeout(tmp_path, monkeyp
 
 
 @pytest.mark.ray
+def test_fltest_killed_outright_leaves_no_simulator_process(tmp_path):
+    """``kill -9`` of fltest mid-run: the simulator and its setsid workers end too (fltest.process_guard)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(_config([NVFLARE], rounds=200).model_dump(mode="json")))
+    metrics = tmp_path / "results" / "nvflare-test" / "nvflare" / "metrics.jsonl"
+    fltest = subprocess.Popen([sys.executable, "-m", "fltest.cli", "run", str(config)], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and fltest.poll() is None:  # round 1 in: the workers are up
+            if metrics.is_file() and len(metrics.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the NVFlare run did not reach round 1")
+        workers = [p for p in _simulator_processes(tmp_path) if "simulator_worker" in " ".join(p.cmdline())]
+        assert workers, "no simulator worker seen"
+    finally:
+        fltest.kill()
+        fltest.wait()
+    left = _simulator_processes(tmp_path)
+    deadline = time.monotonic() + 60  # the guard notices within 0.5 s, then allows 5 s for SIGTERM
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], [" ".join(p.cmdline())[:120] for p in left]
+
+
 def test_report_draws_reference_flwr_and_nvflare(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 

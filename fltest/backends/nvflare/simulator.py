@@ -2,7 +2,8 @@
 
 The simulator starts a worker process per running client with ``setsid``, so the
 workers leave the simulator's process group; this module keeps a list of every
-descendant it has seen and stops them all by their id.
+descendant it has seen and stops them all by their id. The simulator runs under
+:mod:`fltest.process_guard`, which stops all of them too if fltest is killed outright.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import psutil
 from fltest.backends.pythonpath import driver_pythonpath
 
 SIMULATOR_MODULE = "nvflare.private.fed.app.simulator.simulator"
+GUARD_MODULE = "fltest.process_guard"
 STOP_GRACE_S = 5.0
 # An error line of the simulator's concise log (``<time> - ERROR - <message>``) or a traceback's last line.
 _ERROR_LINE = re.compile(r"^(?:.* - ERROR - (?P<logged>.*)|(?P<raised>[A-Za-z_][\w.]*(?:Error|Exception)\b.*))$")
@@ -33,6 +35,7 @@ class SimulatorProcess:
     ) -> None:
         """Describe the run; :meth:`start` (or entering the ``with`` block) starts it."""
         self.command = [
+            sys.executable, "-m", GUARD_MODULE,  # the simulator's processes end with fltest, however it ends
             sys.executable, "-m", SIMULATOR_MODULE, str(job_dir),
             "-w", str(workspace), "-n", str(clients), "-t", str(threads),
             "-m", str(max(clients, 100)),  # the simulator refuses more clients than this (default 100)
