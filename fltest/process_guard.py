@@ -35,9 +35,9 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
-def stop_descendants() -> None:
-    """Terminate every descendant of this process, then kill what is left after the grace period."""
-    alive = psutil.Process().children(recursive=True)
+def stop_processes(processes: Sequence[psutil.Process]) -> None:
+    """Terminate ``processes``, then kill those left after :data:`STOP_GRACE_S`."""
+    alive = [p for p in processes if p.is_running()]
     for process in alive:
         try:
             process.terminate()
@@ -61,7 +61,7 @@ def main(command: Sequence[str]) -> int:
     while code is None and os.getppid() == parent:
         time.sleep(POLL_S)
         code = child.poll()
-    stop_descendants()
+    stop_processes(psutil.Process().children(recursive=True))
     if code is None:  # the parent died first: the command was stopped above
         code = child.wait()
     return 128 - code if code < 0 else code

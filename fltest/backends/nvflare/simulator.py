@@ -19,10 +19,10 @@ from types import TracebackType
 import psutil
 
 from fltest.backends.pythonpath import driver_pythonpath
+from fltest.process_guard import stop_processes
 
 SIMULATOR_MODULE = "nvflare.private.fed.app.simulator.simulator"
 GUARD_MODULE = "fltest.process_guard"
-STOP_GRACE_S = 5.0
 # An error line of the simulator's concise log (``<time> - ERROR - <message>``) or a traceback's last line.
 _ERROR_LINE = re.compile(r"^(?:.* - ERROR - (?P<logged>.*)|(?P<raised>[A-Za-z_][\w.]*(?:Error|Exception)\b.*))$")
 
@@ -80,19 +80,7 @@ class SimulatorProcess:
         if self._process is None:
             return
         self._track()
-        alive = [p for p in self._seen.values() if p.is_running()]
-        for process in alive:
-            try:
-                process.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(alive, timeout=STOP_GRACE_S)
-        for process in alive:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=STOP_GRACE_S)
+        stop_processes(list(self._seen.values()))
         self._process.poll()  # reap it
 
     def last_error(self) -> str | None:
