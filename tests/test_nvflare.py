@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -141,7 +145,11 @@ def test_fltest_killed_outright_leaves_no_simulator_process(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(_config([NVFLARE], rounds=200).model_dump(mode="json")))
     metrics = tmp_path / "results" / "nvflare-test" / "nvflare" / "metrics.jsonl"
+    # A killed fltest cannot remove its simulator's temporary folder: give it one this test removes
+    # (short: the simulator's Unix socket paths under it must stay below 108 bytes).
+    temp = Path(tempfile.mkdtemp(prefix="ftn-", dir="/tmp"))
     fltest = subprocess.Popen([sys.executable, "-m", "fltest.cli", "run", str(config)], cwd=tmp_path,
+                              env={**os.environ, "TMPDIR": str(temp)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         deadline = time.monotonic() + 300
@@ -156,6 +164,7 @@ def test_fltest_killed_outright_leaves_no_simulator_process(tmp_path):
     finally:
         fltest.kill()
         fltest.wait()
+        shutil.rmtree(temp, ignore_errors=True)
     left = _simulator_processes(tmp_path)
     deadline = time.monotonic() + 60  # the guard notices within 0.5 s, then allows 5 s for SIGTERM
     while left and time.monotonic() < deadline:
