@@ -9,8 +9,9 @@
   after the container tiers have stopped competing with them (the Ansible tier ends first).
 
 Both sessions share the images: ``fltest-deploy build`` takes a lock, so one builds and the
-other finds them built. The options given (``-x``, ``-ra``, ``--durations=30``, ...) go to every
-session; markers (``-m``) do not belong here: run ``python -m pytest -m <tier>`` for one tier.
+other finds them built. Every session reports its skips and failures (``-ra``) and its 30 slowest
+tests (where the next minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every
+session too; markers (``-m``) do not belong here: run ``python -m pytest -m <tier>`` for one tier.
 The exit code is the first failing session's (pytest's own code: 1 failed, 5 nothing ran, ...),
 else 0. Plain ``python -m pytest`` still runs every tier, one after the other.
 """
@@ -26,11 +27,12 @@ from typing import TextIO
 ANSIBLE_TIER = ["-m", "ansible"]
 IN_TURN = [["-m", "docker"], ["-m", "not docker and not ansible"]]
 ANSIBLE_PREFIX = "[ansible] "
+REPORT = ["-ra", "--durations=30"]
 
 
 def _pytest(markers: list[str], options: Sequence[str]) -> list[str]:
     """The pytest command of one session."""
-    return [sys.executable, "-m", "pytest", *markers, *options]
+    return [sys.executable, "-m", "pytest", *markers, *REPORT, *options]
 
 
 def _relay(stream: TextIO, prefix: str, out: TextIO) -> None:
