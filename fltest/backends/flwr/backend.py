@@ -15,8 +15,8 @@ from fltest.backends.base import STARTUP_S, Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app, params_to_record, record_to_params
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.stoppable_grid import RunStopped, StoppableGrid
-from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
+from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import Storage

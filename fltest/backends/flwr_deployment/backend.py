@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from fltest.backends.base import STARTUP_S, Backend, RunJob
+from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.app_dir import write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json, write_connection
@@ -48,7 +49,7 @@ class FlwrDeploymentBackend(Backend):
     def run(self, job: RunJob) -> None:
         """Submit the run, report each round as its line arrives; a failed run raises :class:`RunFailed`."""
         options, training = job.run.options, job.config.training
-        deadline = STARTUP_S + training.rounds * training.round_timeout_s
+        deadline = STARTUP_S + training.rounds * (training.round_timeout_s + REPLY_GRACE_S)  # as long as the ServerApp waits
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
             home = Path(tmp) / "flwr-home"
             write_connection(home, options.superlink, _root_certificates(job.run))

@@ -13,6 +13,7 @@ import base64
 import json
 import re
 import sys
+
 from fltest.params import params_from_bytes, params_to_bytes
 from fltest.rounds import RoundResult
 
