@@ -28,10 +28,10 @@ from pathlib import Path
 import docker
 import yaml
 
-from deploy.compose import WORKER_SERVICE, ComposeProject
+from deploy.ray_emulation.project import WORKER_SERVICE, RayEmulation
 from deploy.images import IMAGE
-from deploy.readiness import wait_until_ready
-from deploy.secrets import ensure_ray_token
+from deploy.ray_emulation.readiness import wait_until_ready
+from deploy.pki.ray_token import ensure_ray_token
 
 PROJECT = "fltest-bench-faults"  # apart from the tests' projects and bench/emulation.py's
 SETTINGS = {"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1"}
@@ -46,7 +46,7 @@ POLL_S = 0.2
 class Bench:
     """The emulation the faults hit: the project, an engine client, the environment of its ``fltest-deploy`` calls."""
 
-    project: ComposeProject
+    project: RayEmulation
     client: docker.DockerClient
     env: dict[str, str]
     victim: object = None  # the container the current fault hit
@@ -185,7 +185,7 @@ def main() -> None:
         token = folder / "ray_token"
         ensure_ray_token(token)
         env = {**os.environ, **SETTINGS, "COMPOSE_PROJECT_NAME": PROJECT, "RAY_TOKEN_FILE": str(token)}
-        bench = Bench(ComposeProject(name=PROJECT, overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}), client, env)
+        bench = Bench(RayEmulation(name=PROJECT, overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}), client, env)
         bench.project.down()  # a bench killed earlier may have left it
         results = []
         try:

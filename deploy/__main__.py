@@ -2,6 +2,6 @@
 
 import sys
 
-from deploy.cli import main
+from deploy.commands.fltest_deploy import main
 
 sys.exit(main())

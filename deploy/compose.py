@@ -1,4 +1,8 @@
-"""The compose emulation as a project: its settings, the compose CLI around it, its containers."""
+"""One compose wrapper for both emulations: a project's settings file, the compose CLI around it, its containers.
+
+The Ray emulation (:mod:`deploy.ray_emulation.project`) and the Flower emulation
+(:mod:`deploy.flower_emulation.federation`) are compose projects of this kind.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +13,13 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
+from typing import ClassVar
 
 from fltest.errors import FLTestError, InputError
 
 COMPOSE_DIR = Path(__file__).resolve().parent.parent / "compose"
-DEFAULT_PROJECT = "fltest"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
-HEAD_SERVICE = "ray-head"
-WORKER_SERVICE = "ray-worker"
-RAY_TEMP = "/tmp/ray"  # each node's Ray sessions and logs: an anonymous volume (docker-compose.yml's &ray-temp)
-STOP_TIMEOUT_S = 45  # above Ray's 30 s drain, as the compose file's stop_grace_period
-COMPOSE_FILE = "docker-compose.yml"
-DASHBOARD_FILE = "dashboard.yml"  # the Ray dashboard opt-in, an override of COMPOSE_FILE
 
 
 def compose_cli() -> list[str]:
@@ -78,94 +74,66 @@ def run_compose(command: list[str], tool: list[str], verb: str, project: str, cw
     return result
 
 
-@dataclass(frozen=True)
-class ClusterShape:
-    """What the compose settings ask for: the node count and the CPUs of each node."""
-
-    head_cpus: float
-    workers: int
-    worker_cpus: float
-    worker_cpu_total: float | None = None  # when the workers' CPUs differ (containers as they are)
-
-    @property
-    def nodes(self) -> int:
-        """Head plus workers."""
-        return 1 + self.workers
-
-    @property
-    def cpus(self) -> float:
-        """Total logical CPUs of the cluster."""
-        workers = self.workers * self.worker_cpus if self.worker_cpu_total is None else self.worker_cpu_total
-        return self.head_cpus + workers
-
-
 @dataclass
 class ComposeProject:
-    """The compose emulation in ``directory``, under project ``name``, with settings ``overrides``."""
+    """A compose project in ``directory`` under ``name``: its settings file, its compose files, its containers.
+
+    Settings resolve as compose resolves them: ``overrides``, then the environment, then
+    :attr:`env_file` in ``directory``. Subclasses name their files (:meth:`compose_files`).
+    """
 
     directory: Path = COMPOSE_DIR
     name: str = ""
     overrides: Mapping[str, str] = field(default_factory=dict)
-    dashboard: bool = False  # with DASHBOARD_FILE: the head's Ray dashboard on the host's 127.0.0.1
+
+    env_file: ClassVar[str] = ".env"
+    default_name: ClassVar[str] = "fltest"
+    stop_timeout_s: ClassVar[int] = 10
 
     def __post_init__(self) -> None:
-        """Resolve the project name: the environment, then the folder's ``.env``, then ``fltest``."""
-        if not self.name:
-            self.name = (
-                os.environ.get("COMPOSE_PROJECT_NAME")
-                or dotenv_value(self.directory / ".env", "COMPOSE_PROJECT_NAME")
-                or DEFAULT_PROJECT
-            )
+        """Resolve the project name: ``COMPOSE_PROJECT_NAME`` as a setting, else :attr:`default_name`."""
+        self.name = self.name or self.setting("COMPOSE_PROJECT_NAME") or self.default_name
 
-    def setting(self, key: str) -> str | None:
-        """A setting's effective value: an override, the environment, then the ``.env`` file."""
-        return self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / ".env", key)
+    def setting(self, key: str, default: str | None = None) -> str | None:
+        """A setting's effective value: an override, the environment, then :attr:`env_file`, then ``default``."""
+        return self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / self.env_file, key) or default
 
-    def compose(self, *args: str, dashboard: bool | None = None) -> subprocess.CompletedProcess:
-        """Run the compose CLI on this project, its output captured; a failure raises one line with compose's reason.
+    def required(self, key: str, default: str | None = None) -> str:
+        """:meth:`setting`, or an :class:`InputError` naming the settings file when it is not set."""
+        value = self.setting(key, default)
+        if not value:
+            raise InputError(f"{self.directory / self.env_file}: {key} is not set")
+        return value
 
-        ``dashboard``: add the dashboard override file (default: :attr:`dashboard`).
-        """
+    def compose_files(self) -> list[Path]:
+        """The compose files of the project, in override order."""
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        """The compose CLI's environment: this process's, the overrides, the project name."""
+        return {**os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
+
+    def compose_command(self, *args: str, tool: list[str] | None = None,
+                        files: list[Path] | None = None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+        """The compose CLI command (``tool``, by default :func:`compose_cli`) on ``files`` (default
+        :meth:`compose_files`) with ``args``, and its environment."""
+        env_file = self.directory / self.env_file
+        command = [*(tool or compose_cli()), "--project-name", self.name, "--project-directory", str(self.directory),
+                   *(["--env-file", str(env_file)] if env_file.is_file() else []),
+                   *(arg for path in (files or self.compose_files()) for arg in ("-f", str(path))), *args]  # fmt: skip
+        return command, self.environment()
+
+    def compose(self, *args: str, files: list[Path] | None = None) -> subprocess.CompletedProcess:
+        """Run the compose CLI on this project, its output captured; a failure raises one line with compose's reason."""
         tool = compose_cli()
-        files = [COMPOSE_FILE] + ([DASHBOARD_FILE] if (self.dashboard if dashboard is None else dashboard) else [])
-        command = [*tool, "--project-name", self.name, "--project-directory", str(self.directory),
-                   *(arg for name in files for arg in ("-f", str(self.directory / name))), *args]  # fmt: skip
-        env = {**os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
+        command, env = self.compose_command(*args, tool=tool, files=files)
         return run_compose(command, tool, args[0], self.name, cwd=self.directory, env=env)
-
-    def shape(self) -> ClusterShape:
-        """The node count and CPUs the settings give, read from compose's own resolved config."""
-        services = yaml.safe_load(self.compose("config").stdout)["services"]
-        head, worker = services[HEAD_SERVICE], services[WORKER_SERVICE]
-        workers = worker.get("scale", worker.get("deploy", {}).get("replicas", 1))
-        return ClusterShape(head_cpus=float(head["cpus"]), workers=int(workers), worker_cpus=float(worker["cpus"]))
-
-    def deployed_shape(self, client) -> ClusterShape | None:
-        """The shape of the node containers the project has (running or stopped), or ``None`` if it has no head.
-
-        ``status`` and ``wait`` check this, the cluster that was brought up (``up --workers 4``),
-        not the settings; each node's CPUs are its container's CPU quota (= Ray's ``--num-cpus``).
-        """
-        heads = self.containers(client, HEAD_SERVICE, include_stopped=True)
-        if not heads:
-            return None
-        workers = self.containers(client, WORKER_SERVICE, include_stopped=True)
-        cpus = [c.attrs["HostConfig"]["NanoCpus"] / 1e9 for c in workers]
-        return ClusterShape(head_cpus=heads[0].attrs["HostConfig"]["NanoCpus"] / 1e9, workers=len(workers),
-                            worker_cpus=max(cpus, default=0.0), worker_cpu_total=sum(cpus))  # fmt: skip
 
     def containers(self, client, service: str | None = None, include_stopped: bool = False) -> list:
         """The project's containers (of one service), oldest first."""
         labels = [f"{PROJECT_LABEL}={self.name}"] + ([f"{SERVICE_LABEL}={service}"] if service else [])
         found = client.containers.list(all=include_stopped, filters={"label": labels})
         return sorted(found, key=lambda c: c.attrs["Created"])
-
-    def head(self, client):
-        """The running head container; raises a one-line error if there is none."""
-        heads = self.containers(client, HEAD_SERVICE)
-        if not heads:
-            raise FLTestError(f"project {self.name}: no running {HEAD_SERVICE} container (run: fltest-deploy up)")
-        return heads[0]
 
     def leftovers(self, client) -> list[str]:
         """Containers, networks and volumes of the project that still exist."""
@@ -176,40 +144,13 @@ class ComposeProject:
             + [f"volume {v.name}" for v in client.volumes.list(filters=labels)]
         )
 
-    def up(self, client) -> None:
-        """Create or restore every service (restarting stopped or killed containers); without :attr:`dashboard`,
-        a dashboard an earlier ``up --dashboard`` started is removed.
+    def down(self, files: list[Path] | None = None) -> None:
+        """Stop and remove the project's containers, networks and volumes."""
+        self.compose("down", "--volumes", "--remove-orphans", "--timeout", str(self.stop_timeout_s), files=files)
 
-        A smaller ``RAY_WORKERS`` removes the extra workers, and their ``/tmp/ray`` volumes with them
-        (compose 1.29 keeps a removed container's anonymous volumes, which ``down`` no longer finds).
-        """
-        import docker
-
-        before = self.ray_temp_volumes(client)
-        workers = self.setting("RAY_WORKERS") or "1"
-        self.compose("up", "--detach", "--remove-orphans", "--scale", f"{WORKER_SERVICE}={workers}")
-        for name in before - self.ray_temp_volumes(client):
-            try:
-                client.volumes.get(name).remove()
-            except docker.errors.DockerException:  # already gone, or still in use: down --volumes removes it
-                pass
-
-    def ray_temp_volumes(self, client) -> set[str]:
-        """The names of the anonymous volumes the project's nodes keep ``/tmp/ray`` in."""
-        return {mount["Name"] for container in self.containers(client, include_stopped=True)
-                for mount in container.attrs["Mounts"] if mount["Type"] == "volume" and mount["Destination"] == RAY_TEMP}  # fmt: skip
-
-    def down(self) -> None:
-        """Stop and remove the project's containers, networks and volumes (the dashboard's too, if it ran)."""
-        self.compose("down", "--volumes", "--remove-orphans", "--timeout", str(STOP_TIMEOUT_S), dashboard=True)
-
-
-def remove_project(project, client) -> None:
-    """``project.down()``, then fail naming whatever of the project is still there (containers, networks, volumes).
-
-    ``project`` is a :class:`ComposeProject` or anything with ``name``, ``down()`` and ``leftovers(client)``.
-    """
-    project.down()
-    left = project.leftovers(client)
-    if left:
-        raise FLTestError(f"project {project.name}: still present after down: {', '.join(left)}")
+    def remove(self, client) -> None:
+        """:meth:`down`, then fail naming whatever of the project is still there (containers, networks, volumes)."""
+        self.down()
+        left = self.leftovers(client)
+        if left:
+            raise FLTestError(f"project {self.name}: still present after down: {', '.join(left)}")

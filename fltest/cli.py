@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fltest import __version__
-from fltest.command import run_command
+from fltest.command_line import run_command
 
 log = logging.getLogger("fltest")
 

@@ -5,7 +5,7 @@
 ``venv``: the dependencies, installed in the image's virtual environment. ``dashboard``: the
 ``dashboard`` extra (Ray's ``default`` extra), installed apart in the image
 (:data:`DASHBOARD_DIR` in images/fltest/Dockerfile) and put on the path only of a head started
-with ``--dashboard`` (deploy/ray_node.py), so that every other Ray process stays minimal Ray.
+with ``--dashboard`` (deploy/node/ray_start.py), so that every other Ray process stays minimal Ray.
 ``all`` (default): both, what images/fill-wheelhouse.sh downloads.
 """
 

@@ -8,8 +8,8 @@ HTTP status and whether nginx's own page answered, or the error's name.
 
 from __future__ import annotations
 
-from deploy.flower import FLEET_PORT
-from deploy.superlink_flwr import SUPERLINK_PORT
+from deploy.flower_emulation.federation import FLEET_PORT
+from deploy.node.superlink_flwr import SUPERLINK_PORT
 
 PROBE = r"""
 import http.client, json, ssl, sys

@@ -11,10 +11,11 @@ import sys
 import pytest
 import yaml
 
-from deploy.compose import ComposeProject, compose_cli, compose_reason
-from deploy.health import closed_ports, head_unreachable
-from deploy.ray_node import PORTS, REFUSED, WORKER_PORTS, start_args
-from deploy.secrets import ensure_ray_token, token_problem
+from deploy.compose import compose_cli, compose_reason
+from deploy.ray_emulation.project import RayEmulation
+from deploy.node.healthcheck import closed_ports, head_unreachable
+from deploy.node.ray_start import PORTS, REFUSED, WORKER_PORTS, start_args
+from deploy.pki.ray_token import ensure_ray_token, token_problem
 from fltest.errors import FLTestError, InputError
 
 
@@ -39,7 +40,7 @@ def test_head_and_worker_listen_on_the_pinned_ports():
 @pytest.mark.parametrize("env", [{}, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent"}], ids=["no-mode", "no-file"])
 def test_a_node_refuses_to_start_without_token_authentication(env):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    result = subprocess.run([sys.executable, "-m", "deploy.ray_node", "head", "--num-cpus", "1"],
+    result = subprocess.run([sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1"],
                             env={**clean, **env}, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode != 0
     assert "RAY_AUTH" in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -125,11 +126,11 @@ def test_a_node_refuses_an_unusable_token_file_with_one_line(tmp_path, kind):
     _bad_token(kind, path)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
     for extra, code in (([], REFUSED), (["--refused-exit-code", "0"], 0)):
-        result = subprocess.run([sys.executable, "-m", "deploy.ray_node", "head", "--num-cpus", "1", *extra],
+        result = subprocess.run([sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1", *extra],
                                 env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
         assert result.returncode == code
         assert result.stderr.strip().splitlines() == [
-            f"deploy.ray_node: RAY_AUTH_TOKEN_PATH={path}: {BAD_TOKENS[kind]} (run: fltest-deploy token on the host)"
+            f"deploy.node.ray_start: RAY_AUTH_TOKEN_PATH={path}: {BAD_TOKENS[kind]} (run: fltest-deploy token on the host)"
         ]
 
 
@@ -161,7 +162,7 @@ def test_a_compose_failure_is_one_line_with_compose_s_reason(tmp_path):
         pytest.skip(f"no compose tool: {exc}")
     (tmp_path / "docker-compose.yml").write_text("services:\n  ray-head:\n    image: x\n    cpus: [not, a, number]\n")
     with pytest.raises(FLTestError) as failure:
-        ComposeProject(directory=tmp_path, name="fltest-bad").compose("config")
+        RayEmulation(directory=tmp_path, name="fltest-bad").compose("config")
     message = str(failure.value)
     assert message.startswith(f"{' '.join(tool)} config (project fltest-bad) failed (exit 1): ") and "cpus" in message
     assert "\n" not in message
@@ -185,7 +186,7 @@ def test_the_settings_shape_the_cluster(tmp_path):
         compose_cli()
     except Exception as exc:
         pytest.skip(f"no compose tool: {exc}")
-    project = ComposeProject(name="fltest-settings", overrides={"RAY_WORKERS": "3", "RAY_HEAD_CPUS": "2", "RAY_WORKER_CPUS": "4",
+    project = RayEmulation(name="fltest-settings", overrides={"RAY_WORKERS": "3", "RAY_HEAD_CPUS": "2", "RAY_WORKER_CPUS": "4",
                                                                   "RAY_TOKEN_FILE": str(tmp_path / "token")})  # fmt: skip
     shape = project.shape()
     assert (shape.nodes, shape.head_cpus, shape.worker_cpus, shape.cpus) == (4, 2.0, 4.0, 14.0)
@@ -205,8 +206,8 @@ def test_every_service_is_hardened_and_the_dashboard_is_published_on_loopback_on
     except Exception as exc:
         pytest.skip(f"no compose tool: {exc}")
     overrides = {"RAY_TOKEN_FILE": str(tmp_path / "token"), "RAY_DASHBOARD_PORT": "18265"}
-    plain = yaml.safe_load(ComposeProject(name="fltest-settings", overrides=overrides).compose("config").stdout)["services"]
-    opted = yaml.safe_load(ComposeProject(name="fltest-settings", overrides=overrides, dashboard=True).compose("config").stdout)["services"]
+    plain = yaml.safe_load(RayEmulation(name="fltest-settings", overrides=overrides).compose("config").stdout)["services"]
+    opted = yaml.safe_load(RayEmulation(name="fltest-settings", overrides=overrides, dashboard=True).compose("config").stdout)["services"]
     assert sorted(plain) == ["ray-head", "ray-worker"] and sorted(opted) == ["ray-dashboard", "ray-head", "ray-worker"]
     for name, service in [*plain.items(), *opted.items()]:
         assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges:true"], name
@@ -271,7 +272,7 @@ def test_a_ray_actor_error_names_the_node_s_machine_and_cause_in_one_line():
 def test_the_dashboard_forwarder_passes_bytes_both_ways_unchanged():
     import asyncio
 
-    from deploy.tcp_forward import host_port, serve
+    from deploy.node.tcp_forward import host_port, serve
 
     assert host_port("ray-head:8265") == ("ray-head", 8265)
     for bad in ("ray-head", ":8265", "ray-head:http"):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from deploy.compose import COMPOSE_DIR, compose_cli
-from deploy.flower import (
+from deploy.flower_emulation.federation import (
     FLEET_ADDRESS,
     FLEET_PORT,
     HOLDER_SERVICE,
@@ -21,8 +21,8 @@ from deploy.flower import (
     SUPERLINK_SERVICE,
     FlowerFederation,
 )
-from deploy.flower_run import host_paths, operator_command
-from deploy.superlink_flwr import CA_MOUNT, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
+from deploy.flower_emulation.run_in_namespace import host_paths, operator_command
+from deploy.node.superlink_flwr import CA_MOUNT, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FLTestError
 from tests.conftest import base_config
@@ -57,7 +57,7 @@ def test_the_proxy_forwards_health_and_fleet_only_to_the_superlink_checked_again
     assert re.search(r"location / \{\s*return 403;\s*\}", text)
     assert re.search(r'map \$request_uri \$fleet_request \{\s*"/health" 1;\s*"~\^/v1/fleet/\[a-z0-9-\]\+\$" 1;\s*default 0;', text)
     command = _compose()["services"][PROXY_SERVICE]["command"]
-    assert command[-1] == f"/opt/fltest/app/deploy/{PROXY_CONFIG.name}"  # the file as the image ships it
+    assert command[-1] == f"/opt/fltest/app/deploy/node/{PROXY_CONFIG.name}"  # the file as the image ships it
     assert all(path.startswith("/tmp/") for path in re.findall(r"_path\s+(\S+);", text))  # a read-only root elsewhere
 
 
@@ -105,7 +105,7 @@ def test_the_operator_container_sees_the_config_and_the_ca_read_only_and_writes_
 
 def test_a_missing_ca_file_is_one_line_and_exit_2_before_any_container(tmp_path):
     path = _deployment_config(tmp_path, "missing.crt")
-    result = subprocess.run([sys.executable, "-m", "deploy.flower_cli", "run", str(path)], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "deploy.commands.fltest_flower", "run", str(path)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
@@ -131,6 +131,6 @@ def test_the_ansible_roles_name_the_same_ports_paths_and_module_as_the_emulation
     assert defaults["fltest_flower_api_address"] == SUPERLINK_ADDRESS
     assert defaults["fltest_flower_proxy_port"] == FLEET_PORT
     assert defaults["fltest_flower_tls_mount"] == TLS_MOUNT
-    assert "'python', '-m', 'deploy.superlink_flwr'" in defaults["fltest_flower_flwr"]
+    assert "'python', '-m', 'deploy.node.superlink_flwr'" in defaults["fltest_flower_flwr"]
     superlink = (COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_superlink" / "tasks" / "main.yml").read_text()
-    assert f"/opt/fltest/app/deploy/{PROXY_CONFIG.name}" in superlink  # the proxy runs the image's own file
+    assert f"/opt/fltest/app/deploy/node/{PROXY_CONFIG.name}" in superlink  # the proxy runs the image's own file

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deploy.logs import select_nodes
+from deploy.ray_emulation.node_logs import select_nodes
 from fltest.errors import InputError
 
 

@@ -11,7 +11,7 @@ set -euo pipefail
 
 SUITE=bookworm
 TAG="${1:-${BASE_TAG:-fltest-base:bookworm}}"
-# nginx: the Flower SuperLink's Fleet proxy (deploy/fleet_proxy.conf), the only listener SuperNodes reach.
+# nginx: the Flower SuperLink's Fleet proxy (deploy/node/fleet_proxy.conf), the only listener SuperNodes reach.
 PACKAGES="python3,python3-venv,ca-certificates,nginx"
 IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

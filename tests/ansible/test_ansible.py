@@ -434,7 +434,7 @@ def flower_experiment(folder: Path, superlink: str, ca: Path) -> Path:
 
 def online_supernodes() -> list[dict]:
     """The SuperNodes the SuperLink lists, asked in its container on the head node (its Control API answers only there)."""
-    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.superlink_flwr",
+    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.node.superlink_flwr",
                     "supernode", "list", "fltest", "--format", "json", check=False)  # fmt: skip
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
 

@@ -17,11 +17,12 @@ import pytest
 import requests
 import yaml
 
-from deploy.compose import COMPOSE_DIR, HEAD_SERVICE, SERVICE_LABEL, WORKER_SERVICE, ComposeProject, compose_cli, dotenv_value
-from deploy.head_run import run_in_head
+from deploy.compose import COMPOSE_DIR, SERVICE_LABEL, compose_cli, dotenv_value
+from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation
+from deploy.ray_emulation.run_in_head import run_in_head
 from deploy.images import IMAGE
-from deploy.readiness import wait_until_ready
-from deploy.secrets import ensure_ray_token
+from deploy.ray_emulation.readiness import wait_until_ready
+from deploy.pki.ray_token import ensure_ray_token
 from fltest.config import load_config
 from tests.conftest import REPO, base_config
 from tests.conformance import assert_conforms
@@ -53,7 +54,7 @@ def emulation(docker_client, fltest_image, tier_report, tmp_path_factory):
     """Head + 2 workers, 1 CPU each, with a fresh token; removed (containers, network, volume) after."""
     token = tmp_path_factory.mktemp("secrets") / "ray_token"
     ensure_ray_token(token)
-    project = ComposeProject(name=PROJECT, overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)})
+    project = RayEmulation(name=PROJECT, overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)})
     project.down()  # a run killed earlier may have left it behind
     start = time.monotonic()
     project.up(docker_client)
@@ -276,9 +277,9 @@ def test_plain_compose_up_without_a_token_stops_at_once_and_makes_no_directory(d
         assert f"ERROR: for ray-head  {reason}" in result.stderr.splitlines()
         assert elapsed < 30
         assert not token.exists()  # no directory made in its place
-        assert not ComposeProject(name="fltest-test-notoken").containers(docker_client, include_stopped=True)
+        assert not RayEmulation(name="fltest-test-notoken").containers(docker_client, include_stopped=True)
         with pytest.raises(Exception) as failure:  # the tools' own compose call says the same, in one line
-            ComposeProject(name="fltest-test-notoken", overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}).up(docker_client)
+            RayEmulation(name="fltest-test-notoken", overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}).up(docker_client)
         assert str(failure.value) == f"{' '.join(compose_cli())} up (project fltest-test-notoken) failed (exit 1): {reason}"
     finally:
         _plain_compose(env, "down", "--volumes")
@@ -289,7 +290,7 @@ def test_a_node_refuses_a_directory_as_token_with_one_line_and_no_restart_loop(d
     token.mkdir()
     (token / "stray").write_text("not a token")  # a directory that is not Docker's empty one
     env = _env("fltest-test-dirtoken", token)
-    project = ComposeProject(name="fltest-test-dirtoken")
+    project = RayEmulation(name="fltest-test-dirtoken")
     try:
         start = time.monotonic()
         result = _plain_compose(env, "up", "-d")
@@ -305,7 +306,7 @@ def test_a_node_refuses_a_directory_as_token_with_one_line_and_no_restart_loop(d
             node.reload()
             assert (node.status, node.attrs["State"]["ExitCode"], node.attrs["RestartCount"]) == ("exited", 0, 0), node.name
             assert node.logs().decode().strip().splitlines() == [
-                "deploy.ray_node: RAY_AUTH_TOKEN_PATH=/run/secrets/ray_token: is a directory, not the token file "
+                "deploy.node.ray_start: RAY_AUTH_TOKEN_PATH=/run/secrets/ray_token: is a directory, not the token file "
                 "(run: fltest-deploy token on the host)"
             ], node.name
         up = _fltest_deploy(env, "up", timeout=60)  # the tools refuse it before compose
@@ -494,7 +495,7 @@ def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(doc
     ensure_ray_token(token)
     port = _free_port()
     env = _env("fltest-test-dashboard", token, RAY_DASHBOARD_PORT=str(port))
-    project = ComposeProject(name="fltest-test-dashboard")
+    project = RayEmulation(name="fltest-test-dashboard")
     try:
         start = time.monotonic()
         up = _fltest_deploy(env, "up", "--dashboard", "--workers", "0", "--timeout", str(READY_TIMEOUT_S))

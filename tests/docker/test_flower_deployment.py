@@ -22,9 +22,9 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 
-from deploy.flower import FlowerFederation, supernode_name
+from deploy.flower_emulation.federation import FlowerFederation, supernode_name
 from deploy.images import IMAGE
-from deploy.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
+from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
 from fltest.runner import prepare
@@ -263,13 +263,13 @@ def _flower_env(federation) -> dict[str, str]:
 
 def _flower_cli(federation, *args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
     """``fltest-flower <args>`` on the test's project."""
-    command = [sys.executable, "-m", "deploy.flower_cli", *args]
+    command = [sys.executable, "-m", "deploy.commands.fltest_flower", *args]
     return subprocess.run(command, env=_flower_env(federation), capture_output=True, text=True, timeout=timeout)
 
 
 def _flower_run(federation, path: Path, results: Path) -> subprocess.Popen:
     """``fltest-flower run <path> --results-dir <results>``, started."""
-    command = [sys.executable, "-m", "deploy.flower_cli", "run", str(path), "--results-dir", str(results)]
+    command = [sys.executable, "-m", "deploy.commands.fltest_flower", "run", str(path), "--results-dir", str(results)]
     return subprocess.Popen(command, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

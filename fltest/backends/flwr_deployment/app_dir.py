@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 
 from fltest import __version__
-from fltest.backends.flwr_deployment.apps import CLASSES_KEY, EXPERIMENT_KEY, FEATURES_KEY, SHARDS_KEY
+from fltest.backends.flwr_deployment.app_components import CLASSES_KEY, EXPERIMENT_KEY, FEATURES_KEY, SHARDS_KEY
 from fltest.backends.flwr_deployment.node_data import EXPORT_STORAGE
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import ShardSet, cache_key
 
-APPS_MODULE = "fltest.backends.flwr_deployment.apps"
+APPS_MODULE = "fltest.backends.flwr_deployment.app_components"
 
 _TEMPLATE = """\
 [build-system]

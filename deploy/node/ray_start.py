@@ -3,8 +3,8 @@
 The compose services, the Ansible roles and a bare-metal node all start Ray through this
 module, so every node of a cluster listens on the same, documented ports::
 
-    python -m deploy.ray_node head --num-cpus 2
-    python -m deploy.ray_node worker --address 10.0.0.1:6379 --num-cpus 4 --node-ip-address 10.0.0.2
+    python -m deploy.node.ray_start head --num-cpus 2
+    python -m deploy.node.ray_start worker --address 10.0.0.1:6379 --num-cpus 4 --node-ip-address 10.0.0.2
 
 The head's dashboard (web UI and HTTP API, token-protected) runs only when asked, with
 ``--dashboard`` or ``FLTEST_RAY_DASHBOARD=1``: the dashboard's packages (installed apart in the
@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from deploy.secrets import TOKEN_HINT, token_problem
+from deploy.pki.ray_token import TOKEN_HINT, token_problem
 
 #: Every port a node listens on; open these between the cluster's nodes, never to the world.
 PORTS: dict[str, int] = {
@@ -85,19 +85,19 @@ def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str |
 def token_refusal() -> str | None:
     """Why this node must not start (one line), or ``None``: token authentication on, token file usable."""
     if os.environ.get("RAY_AUTH_MODE") != "token":
-        return "deploy.ray_node: RAY_AUTH_MODE must be 'token' (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH)"
+        return "deploy.node.ray_start: RAY_AUTH_MODE must be 'token' (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH)"
     path = os.environ.get(TOKEN_PATH_VARIABLE, "")
     if not path:
-        return f"deploy.ray_node: {TOKEN_PATH_VARIABLE} is unset: the Ray token file is needed"
+        return f"deploy.node.ray_start: {TOKEN_PATH_VARIABLE} is unset: the Ray token file is needed"
     problem = token_problem(path)
     if problem:
-        return f"deploy.ray_node: {TOKEN_PATH_VARIABLE}={path}: {problem} ({TOKEN_HINT} on the host)"
+        return f"deploy.node.ray_start: {TOKEN_PATH_VARIABLE}={path}: {problem} ({TOKEN_HINT} on the host)"
     return None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the node's settings and exec ``ray start``."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.ray_node", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m deploy.node.ray_start", description=__doc__.splitlines()[0])
     parser.add_argument("role", choices=["head", "worker"])
     parser.add_argument("--num-cpus", type=int, required=True, help="logical CPUs: equal to the node's CPU limit")
     parser.add_argument("--object-store-bytes", type=int, default=200 * 1024**2)

@@ -7,27 +7,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fltest.command import run_command
-from fltest.errors import FLTestError, InputError
-
-
-def docker_client():
-    """A Docker SDK client, or a one-line error when no engine answers."""
-    import docker
-
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # the SDK raises several types for "no engine"
-        raise FLTestError(f"no Docker engine answers: {exc}") from None
-    return client
+from deploy.compose import COMPOSE_DIR
+from deploy.engine import docker_client
+from fltest.command_line import run_command
+from fltest.errors import InputError
 
 
 def _project(args: argparse.Namespace):
-    from deploy.compose import ComposeProject
+    from deploy.ray_emulation.project import RayEmulation
 
     overrides = {"RAY_WORKERS": str(args.workers)} if getattr(args, "workers", None) is not None else {}
-    return ComposeProject(directory=Path(args.compose_dir), overrides=overrides, dashboard=getattr(args, "dashboard", False))
+    return RayEmulation(directory=Path(args.compose_dir), overrides=overrides, dashboard=getattr(args, "dashboard", False))
 
 
 def _token_path(project) -> Path:
@@ -51,7 +41,7 @@ TOKEN_OUTCOMES = {
 
 def _ensure_token(project) -> None:
     """Create (or replace Docker's empty directory with) the Ray token, saying so; keep a good one quietly."""
-    from deploy.secrets import ensure_ray_token
+    from deploy.pki.ray_token import ensure_ray_token
 
     path = _token_path(project)
     outcome = ensure_ray_token(path)
@@ -60,7 +50,7 @@ def _ensure_token(project) -> None:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from deploy.secrets import ensure_ray_token
+    from deploy.pki.ray_token import ensure_ray_token
 
     path = _token_path(_project(args))
     print(f"{path}: {TOKEN_OUTCOMES[ensure_ray_token(path)]}")
@@ -68,7 +58,7 @@ def _token(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from deploy.readiness import wait_until_ready
+    from deploy.ray_emulation.readiness import wait_until_ready
 
     client, project = docker_client(), _project(args)
     image = project.setting("FLTEST_IMAGE")
@@ -84,7 +74,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _wait(args: argparse.Namespace) -> int:
-    from deploy.readiness import wait_until_ready
+    from deploy.ray_emulation.readiness import wait_until_ready
 
     state = wait_until_ready(_project(args), docker_client(), args.timeout)
     print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
@@ -92,7 +82,7 @@ def _wait(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from deploy.readiness import cluster_state
+    from deploy.ray_emulation.readiness import cluster_state
 
     client, project = docker_client(), _project(args)
     state = cluster_state(project, client)
@@ -106,7 +96,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from deploy.head_run import run_in_head
+    from deploy.ray_emulation.run_in_head import run_in_head
     from fltest.config import load_config
 
     config = load_config(args.config)  # bad input fails here, before the cluster is touched
@@ -115,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from deploy.logs import print_node_logs, select_nodes
+    from deploy.ray_emulation.node_logs import print_node_logs, select_nodes
 
     client, project = docker_client(), _project(args)
     for container in select_nodes(project.containers(client, include_stopped=True), args.node):
@@ -124,21 +114,18 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
-    from deploy.compose import remove_project
-    from deploy.head_run import rescue_staged_results
+    from deploy.ray_emulation.run_in_head import rescue_staged_results
 
     client, project = docker_client(), _project(args)
     for folder in rescue_staged_results(project.containers(client, include_stopped=True), Path(args.results_dir)):
         print(f"results of a run cut short, kept from the work volume: {folder}")
-    remove_project(project, client)
+    project.remove(client)
     print(f"project {project.name}: removed")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``fltest-deploy``."""
-    from deploy.compose import COMPOSE_DIR
-
     parser = argparse.ArgumentParser(prog="fltest-deploy", description=__doc__)
     parser.add_argument("--compose-dir", default=str(COMPOSE_DIR), help="folder of docker-compose.yml and .env")
     sub = parser.add_subparsers(dest="command", required=True)

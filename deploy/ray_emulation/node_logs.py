@@ -12,7 +12,7 @@ import sys
 import tarfile
 from typing import TextIO
 
-from deploy.compose import RAY_TEMP
+from deploy.ray_emulation.project import RAY_TEMP
 from fltest.errors import InputError
 
 RAY_LOG_DIR = f"{RAY_TEMP}/session_latest/logs"

@@ -7,7 +7,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from deploy.compose import HEAD_SERVICE, SERVICE_LABEL, WORKER_SERVICE, ClusterShape, ComposeProject
+from deploy.compose import SERVICE_LABEL
+from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, ClusterShape, RayEmulation
 from fltest.errors import FLTestError
 
 POLL_INTERVAL_S = 2.0
@@ -30,16 +31,16 @@ class ClusterState:
 
 def live_ray_nodes(head) -> list[dict]:
     """Ray's live nodes, asked from inside the head container; ``[]`` while Ray does not answer."""
-    result = head.exec_run(["python", "-m", "deploy.ray_nodes", "ray-head:6379"], demux=True)
+    result = head.exec_run(["python", "-m", "deploy.node.list_ray_nodes", "ray-head:6379"], demux=True)
     if result.exit_code != 0:
         return []
     return json.loads(result.output[0].decode().strip().splitlines()[-1])
 
 
-def cluster_state(project: ComposeProject, client) -> ClusterState:
+def cluster_state(project: RayEmulation, client) -> ClusterState:
     """Match Ray's live nodes with the project's containers by hostname.
 
-    Expected: the node containers the project has (:meth:`ComposeProject.deployed_shape`), or,
+    Expected: the node containers the project has (:meth:`RayEmulation.deployed_shape`), or,
     before any exists, what the settings ask for.
     """
     shape = project.deployed_shape(client) or project.shape()
@@ -55,7 +56,7 @@ def cluster_state(project: ComposeProject, client) -> ClusterState:
     return ClusterState(shape=shape, nodes=nodes, missing=missing, cpus=sum(n["cpus"] for n in ray_nodes))
 
 
-def wait_until_ready(project: ComposeProject, client, timeout_s: float = 180.0) -> ClusterState:
+def wait_until_ready(project: RayEmulation, client, timeout_s: float = 180.0) -> ClusterState:
     """Poll until Ray lists every node container with the pinned CPU total; fail naming what is missing."""
     deadline = time.monotonic() + timeout_s
     last = ""

@@ -1,9 +1,9 @@
-"""``python -m deploy.superlink_flwr <flwr args>``: the operator's ``flwr`` command, run inside the SuperLink's container.
+"""``python -m deploy.node.superlink_flwr <flwr args>``: the operator's ``flwr`` command, run inside the SuperLink's container.
 
 Flower 1.42's SuperLink serves Fleet, Control and its Runtime API on one HTTPS port; the kit
 starts it on 127.0.0.1 of its own network namespace only (compose/flower.yml, the Ansible role
 fltest_superlink). The operator's tools therefore run ``flwr`` in the SuperLink's container, with
-``docker exec <superlink> python -m deploy.superlink_flwr ...``: ``fltest-flower list/register/
+``docker exec <superlink> python -m deploy.node.superlink_flwr ...``: ``fltest-flower list/register/
 unregister`` and the Ansible roles alike. This writes the connection ``fltest`` (the SuperLink at
 :data:`SUPERLINK_ADDRESS`, its CA at :data:`CA_MOUNT`) and, when ``FLTEST_PUBLIC_KEY`` is set,
 that key as ``node.pub`` into a private temporary FLWR_HOME that is also the working folder, runs

@@ -4,7 +4,7 @@ The Ray dashboard opt-in (compose/dashboard.yml) runs it in a container of its o
 cluster's internal network and on a published one, so that the Ray head itself never joins a
 network with a route out::
 
-    python -m deploy.tcp_forward --listen 0.0.0.0:8265 --to ray-head:8265
+    python -m deploy.node.tcp_forward --listen 0.0.0.0:8265 --to ray-head:8265
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ async def serve(listen: tuple[str, int], target: tuple[str, int]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse ``--listen`` and ``--to``, then forward until stopped."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.tcp_forward", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m deploy.node.tcp_forward", description=__doc__.splitlines()[0])
     parser.add_argument("--listen", type=host_port, required=True, help="address to accept on, host:port")
     parser.add_argument("--to", type=host_port, required=True, help="address to forward to, host:port")
     args = parser.parse_args(argv)

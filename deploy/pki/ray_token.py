@@ -1,6 +1,6 @@
 """The Ray token: generated on the host, readable by the container user only, never overwritten.
 
-Standard library only: the node start-up (``deploy.ray_node``, inside the image) checks the
+Standard library only: the node start-up (``deploy.node.ray_start``, inside the image) checks the
 token with :func:`token_problem` too.
 """
 

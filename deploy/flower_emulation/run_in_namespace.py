@@ -14,7 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from deploy.flower import OPERATOR_SERVICE, FlowerFederation
+from deploy.flower_emulation.federation import OPERATOR_SERVICE, FlowerFederation
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError

@@ -1,6 +1,6 @@
 """A container healthcheck: the node's Ray ports accept connections, and a worker reaches its head (standard library only).
 
-``python -m deploy.health 6380 6381 --head ray-head:6379`` exits 0 when every port listed
+``python -m deploy.node.healthcheck 6380 6381 --head ray-head:6379`` exits 0 when every port listed
 accepts a TCP connection on this node's address and, with ``--head``, the head's GCS
 accepts one too (a worker cut off from the head is no member of the cluster); 1 with one
 line naming what failed otherwise.
@@ -38,7 +38,7 @@ def head_unreachable(address: str, timeout_s: float = 2.0) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Check the ports given on the command line against this node's own address, and the head if given."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.health", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m deploy.node.healthcheck", description=__doc__.splitlines()[0])
     parser.add_argument("ports", nargs="+", type=int, help="this node's ports that must accept connections")
     parser.add_argument("--head", help="a worker's head, <host>:<port>: must accept a connection too")
     args = parser.parse_args(argv)

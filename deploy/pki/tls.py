@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from deploy.secrets import CONTAINER_UID
+from deploy.pki.ray_token import CONTAINER_UID
 
 DEFAULT_NAMES = ("superlink", "localhost", "127.0.0.1")
 VALID_DAYS = 365

@@ -1,4 +1,4 @@
-"""``python -m deploy.flower_cli``: the Flower deployment emulation (keys, TLS, partitions, SuperLink, SuperNodes).
+"""``python -m deploy.commands.fltest_flower``: the Flower deployment emulation (keys, TLS, partitions, SuperLink, SuperNodes).
 
 The SuperLink's Control API is reachable only inside its own network namespace: ``list``,
 ``register`` and ``unregister`` run ``flwr`` in the SuperLink's container, ``run`` runs
@@ -12,8 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from deploy.flower import FlowerFederation, supernode_name
-from fltest.command import run_command
+from deploy.compose import COMPOSE_DIR
+from deploy.engine import docker_client
+from deploy.flower_emulation.federation import FlowerFederation, supernode_name
+from fltest.command_line import run_command
 from fltest.errors import FLTestError
 
 
@@ -50,7 +52,6 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from deploy.cli import docker_client
 
     federation = _federation(args)
     client = federation.client = docker_client()
@@ -95,25 +96,21 @@ def _unregister(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from deploy.flower_run import run_in_namespace
+    from deploy.flower_emulation.run_in_namespace import run_in_namespace
 
     return run_in_namespace(_federation(args), Path(args.config), Path(args.results_dir) if args.results_dir else None)
 
 
 def _down(args: argparse.Namespace) -> int:
-    from deploy.cli import docker_client
-    from deploy.compose import remove_project
 
     federation = _federation(args)
-    remove_project(federation, docker_client())
+    federation.remove(docker_client())
     print(f"project {federation.name}: removed (keys and partitions kept)")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m deploy.flower_cli``."""
-    from deploy.compose import COMPOSE_DIR
-
+    """The argument parser of ``python -m deploy.commands.fltest_flower``."""
     parser = argparse.ArgumentParser(prog="fltest-flower", description=__doc__)
     parser.add_argument("--compose-dir", default=str(COMPOSE_DIR), help="folder of flower.yml and flower.env")
     parser.add_argument("--supernodes", type=int, help="SuperNodes (default: FLOWER_SUPERNODES)")

@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from deploy.secrets import CONTAINER_UID
+from deploy.pki.ray_token import CONTAINER_UID
 from fltest.errors import FLTestError, InputError
 
 PRIVATE_NAME = "id_ecdsa"
@@ -55,7 +55,7 @@ def public_key(keys_dir: Path, node: str) -> str:
     """``node``'s public key as ``ecdsa-sha2-nistp384 <base64>`` (the comment dropped)."""
     path = node_dir(keys_dir, node) / PUBLIC_NAME
     if not path.is_file():
-        raise InputError(f"{path}: no public key (create it: python -m deploy.flower_cli keys)")
+        raise InputError(f"{path}: no public key (create it: python -m deploy.commands.fltest_flower keys)")
     return " ".join(path.read_text().split()[:2])
 
 

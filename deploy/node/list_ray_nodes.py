@@ -23,7 +23,7 @@ def live_nodes(address: str) -> list[dict]:
 
 
 def main() -> None:
-    """``python -m deploy.ray_nodes [address]`` (default: ``FLTEST_RAY_ADDRESS``)."""
+    """``python -m deploy.node.list_ray_nodes [address]`` (default: ``FLTEST_RAY_ADDRESS``)."""
     address = sys.argv[1] if len(sys.argv) > 1 else os.environ["FLTEST_RAY_ADDRESS"]
     print(json.dumps(live_nodes(address)))
 

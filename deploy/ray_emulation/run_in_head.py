@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from docker import errors as docker_errors
 from requests.exceptions import RequestException
 
-from deploy.secrets import CONTAINER_UID
+from deploy.pki.ray_token import CONTAINER_UID
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
 

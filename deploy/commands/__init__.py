@@ -1,0 +1,1 @@
+"""One entry module per operator command: ``fltest-deploy`` and ``fltest-flower``."""

@@ -1,0 +1,1 @@
+"""The Flower deployment emulation on one host: SuperLink, SuperNodes, registration, runs beside the SuperLink."""

@@ -1,0 +1,1 @@
+"""Code that runs inside the FLTest image: node start-up, healthcheck, probes, the SuperLink's operator ``flwr``."""
