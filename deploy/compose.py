@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from deploy.kit import KIT_FILE, env_file_values
 from fltest.errors import FLTestError, InputError
 
 COMPOSE_DIR = Path(__file__).resolve().parent.parent / "compose"
@@ -35,13 +36,7 @@ def compose_cli() -> list[str]:
 
 def dotenv_value(path: Path, key: str) -> str | None:
     """The value of ``key`` in a compose ``.env`` file (``KEY=value`` lines), if set."""
-    if not path.is_file():
-        return None
-    for line in path.read_text().splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip() == key:
-            return value.strip()
-    return None
+    return env_file_values(path).get(key) if path.is_file() else None
 
 
 REASON_MAX_CHARS = 300
@@ -79,7 +74,9 @@ class ComposeProject:
     """A compose project in ``directory`` under ``name``: its settings file, its compose files, its containers.
 
     Settings resolve as compose resolves them: ``overrides``, then the environment, then
-    :attr:`env_file` in ``directory``. Subclasses name their files (:meth:`compose_files`).
+    :attr:`env_file` in ``directory``, then the kit's shared values (``deploy/kit.env``: the
+    image, the container user, folders, ports), which compose gets through :meth:`environment`.
+    Subclasses name their files (:meth:`compose_files`).
     """
 
     directory: Path = COMPOSE_DIR
@@ -95,8 +92,9 @@ class ComposeProject:
         self.name = self.name or self.setting("COMPOSE_PROJECT_NAME") or self.default_name
 
     def setting(self, key: str, default: str | None = None) -> str | None:
-        """A setting's effective value: an override, the environment, then :attr:`env_file`, then ``default``."""
-        return self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / self.env_file, key) or default
+        """A setting's effective value: an override, the environment, :attr:`env_file`, the kit file, then ``default``."""
+        return (self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / self.env_file, key)
+                or env_file_values(KIT_FILE).get(key) or default)  # fmt: skip
 
     def required(self, key: str, default: str | None = None) -> str:
         """:meth:`setting`, or an :class:`InputError` naming the settings file when it is not set."""
@@ -110,8 +108,15 @@ class ComposeProject:
         raise NotImplementedError
 
     def environment(self) -> dict[str, str]:
-        """The compose CLI's environment: this process's, the overrides, the project name."""
-        return {**os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
+        """The compose CLI's environment: the kit's values, this process's environment, the overrides, the project name.
+
+        A kit value that :attr:`env_file` sets too is left to the file (compose prefers the
+        environment to its env file).
+        """
+        settings_file = self.directory / self.env_file
+        file_values = env_file_values(settings_file) if settings_file.is_file() else {}
+        kit = {key: value for key, value in env_file_values(KIT_FILE).items() if key not in file_values}
+        return {**kit, **os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
 
     def compose_command(self, *args: str, tool: list[str] | None = None,
                         files: list[Path] | None = None) -> tuple[list[str], dict[str, str]]:  # fmt: skip

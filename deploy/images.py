@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from deploy.kit import KIT
 from fltest import __version__
 from fltest.errors import FLTestError, InputError
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BASE_IMAGE = "fltest-base:bookworm"
-IMAGE = f"fltest:{__version__}"
+IMAGE = KIT.image
 DOCKERFILE = "images/fltest/Dockerfile"
 STAGES = ("requirements", "deps")  # the Dockerfile's stages before the final one, in build order
 CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignore", "images/requirements.py", DOCKERFILE)
@@ -115,7 +116,8 @@ def _build_target(client, tag: str, target: str | None, pip_source: str, base_im
         dockerfile=DOCKERFILE,
         tag=tag,
         target=target,
-        buildargs={"PIP_SOURCE": pip_source, "BASE_IMAGE": base_image, "FLTEST_VERSION": __version__},
+        buildargs={"PIP_SOURCE": pip_source, "BASE_IMAGE": base_image, "FLTEST_VERSION": __version__,
+                   "FLTEST_UID": str(KIT.uid), "FLTEST_HOME": KIT.home, "FLTEST_WORK_DIR": KIT.work_dir},
         network_mode="none" if pip_source == "wheelhouse" else None,
         rm=True,
         forcerm=True,

@@ -11,7 +11,10 @@ import sys
 import pytest
 import yaml
 
+import fltest
 from deploy.compose import compose_cli, compose_reason
+from deploy.flower_emulation.federation import FlowerFederation
+from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
 from deploy.node.ray_start import PORTS, REFUSED, WORKER_PORTS, start_args
@@ -219,6 +222,29 @@ def test_every_service_is_hardened_and_the_dashboard_is_published_on_loopback_on
     if isinstance(published, dict):  # compose v2 writes the long form, 1.29 keeps the short one
         published = f"{published['host_ip']}:{published['published']}:{published['target']}/{published['protocol']}"
     assert published == "127.0.0.1:18265:8265/tcp"
+
+
+def test_both_emulations_get_the_kit_s_values_from_deploy_kit_env(tmp_path, monkeypatch):
+    """The image, uid, work folder and ports in the compose files come from deploy/kit.env, through the compose wrapper."""
+    try:
+        compose_cli()
+    except Exception as exc:
+        pytest.skip(f"no compose tool: {exc}")
+    for key in env_file_values(KIT_FILE):
+        monkeypatch.delenv(key, raising=False)
+    ray = yaml.safe_load(RayEmulation(name="fltest-kit", overrides={"RAY_TOKEN_FILE": str(tmp_path / "token")}).compose("config").stdout)
+    flower = FlowerFederation(name="fltest-kit-flower", generated_dir=tmp_path)
+    superlink_side = yaml.safe_load(flower.compose("config").stdout)["services"]
+    for name, service in [*ray["services"].items(), *superlink_side.items()]:
+        assert service["image"] == KIT.image and service["user"] == f"{KIT.uid}:{KIT.uid}", name
+    head, worker = ray["services"]["ray-head"], ray["services"]["ray-worker"]
+    assert head["environment"]["FLTEST_RAY_ADDRESS"] == f"ray-head:{KIT.ray_gcs_port}"
+    assert f"--address=ray-head:{KIT.ray_gcs_port}" in worker["command"]
+    assert any(str(volume).endswith(KIT.work_dir) or KIT.work_dir in str(volume) for volume in head["volumes"])
+    assert f"--port={KIT.superlink_port}" in superlink_side["superlink"]["command"]
+    assert f"--database={KIT.work_dir}/superlink.db" in superlink_side["superlink"]["command"]
+    assert RayEmulation(overrides={}).setting("FLTEST_IMAGE") == KIT.image  # what `up` checks the engine for
+    assert KIT.image == f"fltest:{fltest.__version__}"  # the image's tag is the package's version
 
 
 def test_a_bad_config_is_refused_on_the_host_before_any_container(tmp_path):

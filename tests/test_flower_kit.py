@@ -22,6 +22,7 @@ from deploy.flower_emulation.federation import (
     FlowerFederation,
 )
 from deploy.flower_emulation.run_in_namespace import host_paths, operator_command
+from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.node.superlink_flwr import CA_MOUNT, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FLTestError
@@ -30,8 +31,15 @@ from tests.conftest import base_config
 HARDENING = ("cap_drop", "security_opt", "read_only", "tmpfs", "mem_limit", "pids_limit", "user")
 
 
+def _with_kit_values(text: str) -> str:
+    """``text`` with the kit's ``${KEY}`` values put in, as the compose wrapper's environment gives them to compose."""
+    for key, value in env_file_values(KIT_FILE).items():
+        text = text.replace("${%s}" % key, value)
+    return text
+
+
 def _compose() -> dict:
-    return yaml.safe_load((COMPOSE_DIR / "flower.yml").read_text())
+    return yaml.safe_load(_with_kit_values((COMPOSE_DIR / "flower.yml").read_text()))
 
 
 def test_the_superlink_listens_inside_its_namespace_only_and_nothing_is_published():
@@ -64,7 +72,7 @@ def test_the_proxy_forwards_health_and_fleet_only_to_the_superlink_checked_again
 def test_every_service_is_hardened_with_limits_from_flower_env(tmp_path):
     services = _compose()["services"]
     federation = FlowerFederation(generated_dir=tmp_path, overrides={"FLOWER_DATA_DIR": str(tmp_path), "FLOWER_KEYS_DIR": str(tmp_path)})
-    supernode = federation.supernode_service("supernode-0", 0, 2)
+    supernode = yaml.safe_load(_with_kit_values(yaml.safe_dump(federation.supernode_service("supernode-0", 0, 2))))
     for name, service in [*services.items(), ("supernode-0", supernode)]:
         assert all(key in service for key in HARDENING), name
         assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges:true"], name
@@ -128,8 +136,11 @@ def test_a_compose_failure_is_one_line_naming_the_verb_the_project_and_compose_s
 
 def test_the_ansible_roles_name_the_same_ports_paths_and_module_as_the_emulation():
     defaults = yaml.safe_load((COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_flower" / "defaults" / "main.yml").read_text())
-    assert defaults["fltest_flower_api_address"] == SUPERLINK_ADDRESS
-    assert defaults["fltest_flower_proxy_port"] == FLEET_PORT
+    kit_role = yaml.safe_load((COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_kit" / "defaults" / "main.yml").read_text())
+    assert all(any(f"'{key}'" in str(value) for value in kit_role.values()) for key in env_file_values(KIT_FILE)), "a kit value Ansible does not read"
+    assert SUPERLINK_ADDRESS == f"127.0.0.1:{KIT.superlink_port}" and FLEET_PORT == KIT.fleet_port
+    assert defaults["fltest_flower_api_address"] == "127.0.0.1:{{ fltest_kit_superlink_port }}"  # the kit's, as SUPERLINK_ADDRESS
+    assert defaults["fltest_flower_proxy_port"] == "{{ fltest_kit_fleet_port }}"
     assert defaults["fltest_flower_tls_mount"] == TLS_MOUNT
     assert "'python', '-m', 'deploy.node.superlink_flwr'" in defaults["fltest_flower_flwr"]
     superlink = (COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_superlink" / "tasks" / "main.yml").read_text()

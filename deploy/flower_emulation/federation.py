@@ -23,7 +23,7 @@ import yaml
 
 from deploy.compose import ComposeProject
 from deploy.engine import docker_client
-from deploy.pki.ray_token import CONTAINER_UID
+from deploy.kit import KIT
 from deploy.node.superlink_flwr import CA_MOUNT, PUBLIC_KEY_ENV, PUBLIC_KEY_FILE, SUPERLINK_ADDRESS
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key, node_dir
 from deploy.pki.tls import TlsFiles, ensure_tls
@@ -38,13 +38,13 @@ SUPERLINK_SERVICE = "superlink"
 PROXY_SERVICE = "fleet-proxy"
 HOLDER_SERVICE = "superlink-net"  # holds the namespace of the SuperLink, the proxy and the operator
 OPERATOR_SERVICE = "operator"
-FLEET_PORT = 8000  # the Fleet proxy (fleet_proxy.conf), the only listener on the compose network
+FLEET_PORT = KIT.fleet_port  # the Fleet proxy (fleet_proxy.conf), the only listener on the compose network
 FLEET_ADDRESS = f"superlink:{FLEET_PORT}"  # the SuperNodes' address: the holder's alias, a SAN of the certificate
 PROXY_CONFIG = Path(__file__).resolve().parent.parent / "node" / "fleet_proxy.conf"
 KEY_MOUNT = "/run/secrets/supernode"
 HARDENING_KEY = "x-hardening"  # flower.yml's settings of every container, SuperNodes included
 OPERATOR_TIMEOUT_S = 60
-DATA_MOUNT = "/var/lib/fltest/partition"
+DATA_MOUNT = f"{KIT.home}/partition"
 STOP_TIMEOUT_S = 10
 
 
@@ -53,7 +53,7 @@ def supernode_name(index: int) -> str:
     return f"supernode-{index}"
 
 
-def restrict_partition(folder: Path, container_uid: int = CONTAINER_UID) -> None:
+def restrict_partition(folder: Path, container_uid: int = KIT.uid) -> None:
     """Make an exported partition readable by its owner and the container user only.
 
     Folders 0750, files 0640. Run as root, they belong to the container user; otherwise they
@@ -135,11 +135,11 @@ class FlowerFederation(ComposeProject):
         """
         node_config = f'partition-id={partition_id} num-partitions={num_partitions} {DATA_PATH_KEY}="{DATA_MOUNT}"'
         data = self.path("FLOWER_DATA_DIR") / node
-        group = data.stat().st_gid if data.is_dir() else CONTAINER_UID
+        group = data.stat().st_gid if data.is_dir() else KIT.uid
         return {
             **self.hardening(),  # compose interpolates its ${FLTEST_IMAGE} here too
             "mem_limit": "${FLOWER_SUPERNODE_MEMORY}",
-            **({"group_add": [str(group)]} if group != CONTAINER_UID else {}),  # reads a partition of a non-root owner
+            **({"group_add": [str(group)]} if group != KIT.uid else {}),  # reads a partition of a non-root owner
             "container_name": self.container_name(node),
             "hostname": self.container_name(node),
             "command": [

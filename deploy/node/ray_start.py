@@ -26,11 +26,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+from deploy.kit import KIT
 from deploy.pki.ray_token import TOKEN_HINT, token_problem
 
 #: Every port a node listens on; open these between the cluster's nodes, never to the world.
 PORTS: dict[str, int] = {
-    "gcs": 6379,  # head only: the address every node and driver connects to
+    "gcs": KIT.ray_gcs_port,  # head only: the address every node and driver connects to
     "node_manager": 6380,
     "object_manager": 6381,
     "runtime_env_agent": 6382,
@@ -101,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("role", choices=["head", "worker"])
     parser.add_argument("--num-cpus", type=int, required=True, help="logical CPUs: equal to the node's CPU limit")
     parser.add_argument("--object-store-bytes", type=int, default=200 * 1024**2)
-    parser.add_argument("--address", help="worker: the head's <host>:6379")
+    parser.add_argument("--address", help=f"worker: the head's <host>:{PORTS['gcs']}")
     parser.add_argument("--node-ip-address", help="the node's cluster IP (needed with host networking)")
     parser.add_argument("--dashboard", action="store_true", default=os.environ.get(DASHBOARD_VARIABLE) == "1",
                         help=f"head: run the token-protected dashboard (also {DASHBOARD_VARIABLE}=1)")
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help=f"exit code of a refusal to start (default {REFUSED}; 0 with restart: on-failure)")
     args = parser.parse_args(argv)
     if args.role == "worker" and not args.address:
-        parser.error("--address: a worker needs the head's <host>:6379")
+        parser.error(f"--address: a worker needs the head's <host>:{PORTS['gcs']}")
     if args.num_cpus < 1:
         parser.error("--num-cpus: must be at least 1")
     refusal = token_refusal()

@@ -18,9 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from deploy.kit import KIT
 from fltest.backends.flwr_deployment.connection import connection_toml, flwr_cli
 
-SUPERLINK_PORT = 9443  # the SuperLink's one HTTPS API, on 127.0.0.1 of its namespace (flower.yml, fleet_proxy.conf)
+SUPERLINK_PORT = KIT.superlink_port  # the SuperLink's one HTTPS API, on 127.0.0.1 of its namespace (flower.yml, fleet_proxy.conf)
 SUPERLINK_ADDRESS = f"127.0.0.1:{SUPERLINK_PORT}"  # a deployment run's `superlink` next to the SuperLink
 TLS_MOUNT = "/run/secrets/tls"  # the SuperLink's TLS folder in its container (and the Fleet proxy's)
 CA_MOUNT = f"{TLS_MOUNT}/ca.crt"

@@ -11,9 +11,9 @@ import secrets
 import stat
 from pathlib import Path
 
+from deploy.kit import KIT
 from fltest.errors import InputError
 
-CONTAINER_UID = 10001  # the image's non-root user (images/fltest/Dockerfile)
 TOKEN_HINT = "run: fltest-deploy token"
 
 
@@ -60,7 +60,7 @@ def _is_empty_directory(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
-def ensure_ray_token(path: Path, container_uid: int = CONTAINER_UID) -> str:
+def ensure_ray_token(path: Path, container_uid: int = KIT.uid) -> str:
     """Create the Ray token at ``path`` if it is missing; returns ``created``, ``kept`` or ``replaced``.
 
     ``replaced``: ``path`` was an empty directory (what Docker makes of a missing bind-mount

@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from deploy.pki.ray_token import CONTAINER_UID
+from deploy.kit import KIT
 from fltest.errors import FLTestError, InputError
 
 PRIVATE_NAME = "id_ecdsa"
@@ -27,7 +27,7 @@ def node_dir(keys_dir: Path, node: str) -> Path:
     return keys_dir / node
 
 
-def ensure_key(keys_dir: Path, node: str, container_uid: int = CONTAINER_UID) -> tuple[Path, bool]:
+def ensure_key(keys_dir: Path, node: str, container_uid: int = KIT.uid) -> tuple[Path, bool]:
     """Create ``node``'s key pair unless it exists; returns (public key path, created).
 
     The private key is mode 0600 in a 0700 folder; run as root both belong to the container

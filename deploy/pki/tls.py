@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from deploy.pki.ray_token import CONTAINER_UID
+from deploy.kit import KIT
 
 DEFAULT_NAMES = ("superlink", "localhost", "127.0.0.1")
 VALID_DAYS = 365
@@ -78,7 +78,7 @@ def _certificate(subject: str, public_key, issuer: str, signing_key, *, ca: bool
     return builder.sign(signing_key, hashes.SHA384())
 
 
-def ensure_tls(folder: Path, names: tuple[str, ...] = DEFAULT_NAMES, container_uid: int = CONTAINER_UID) -> tuple[TlsFiles, bool]:
+def ensure_tls(folder: Path, names: tuple[str, ...] = DEFAULT_NAMES, container_uid: int = KIT.uid) -> tuple[TlsFiles, bool]:
     """Create the CA and the SuperLink certificate for ``names`` unless present; returns (files, created).
 
     Existing files are kept as they are (a certificate's names are not checked again).

@@ -18,11 +18,11 @@ from pathlib import Path, PurePosixPath
 from docker import errors as docker_errors
 from requests.exceptions import RequestException
 
-from deploy.pki.ray_token import CONTAINER_UID
+from deploy.kit import KIT
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
 
-WORK_DIR = PurePosixPath("/var/lib/fltest/work/runs")
+WORK_DIR = PurePosixPath(KIT.work_dir) / "runs"
 
 
 def _tar_folder(folder: Path, arcname: str) -> bytes:
@@ -31,7 +31,7 @@ def _tar_folder(folder: Path, arcname: str) -> bytes:
     def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         if "__pycache__" in Path(info.name).parts:
             return None
-        info.uid = info.gid = CONTAINER_UID
+        info.uid = info.gid = KIT.uid
         info.uname = info.gname = ""
         return info
 
@@ -57,7 +57,7 @@ def _extract_results(head, source: PurePosixPath, destination: Path) -> bool:
 def _stream_run(head, command: list[str]) -> int | None:
     """Run ``command`` in ``head`` as the container user, its output streamed here; its exit code, ``None`` if cut off."""
     try:
-        exec_id = head.client.api.exec_create(head.id, command, user=str(CONTAINER_UID))["Id"]
+        exec_id = head.client.api.exec_create(head.id, command, user=str(KIT.uid))["Id"]
         for chunk in head.client.api.exec_start(exec_id, stream=True):
             sys.stderr.write(chunk.decode(errors="replace"))
             sys.stderr.flush()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deploy.kit import KIT
 from tests.conformance import assert_conforms
 from tests.control_probe import PROBE, check_refusals, probes
 
@@ -29,7 +30,7 @@ BIN = Path(sys.executable).parent
 PLAYBOOKS = ["cluster.yml", "run.yml", "teardown.yml", "status.yml"]
 TIER = "ansible tier"  # the prefix of this tier's progress lines (tests/conftest.py: progress)
 NODE_IMAGE = "fltest-node:bookworm"
-SOURCE_IMAGE = os.environ.get("FLTEST_IMAGE", "fltest:0.1.0")
+SOURCE_IMAGE = os.environ.get("FLTEST_IMAGE", KIT.image)
 TEST_IMAGE = "fltest:ansible-e2e"  # a tag of SOURCE_IMAGE's id, so a rebuild elsewhere cannot change it mid-test
 NETWORK = "fltest-ansible-e2e"
 SUBNET = "172.31.250.0/24"
@@ -230,7 +231,7 @@ def assert_hardened(node: str, container: str) -> dict:
     assert host_config["ReadonlyRootfs"] is True, (node, container)
     assert host_config["Memory"] > 0 and host_config["MemorySwap"] == host_config["Memory"], (node, container, host_config["Memory"])
     assert (host_config["PidsLimit"] or 0) > 0, (node, container, host_config["PidsLimit"])
-    assert set(host_config["Tmpfs"] or {}) == {entry.split(":")[0] for entry in HARDENING["fltest_hardening_tmpfs"]}, (node, container)
+    assert set(host_config["Tmpfs"] or {}) == {entry.split(":")[0].replace("{{ fltest_home }}", KIT.home) for entry in HARDENING["fltest_hardening_tmpfs"]}, (node, container)
     return host_config
 
 

@@ -18,6 +18,7 @@ import requests
 import yaml
 
 from deploy.compose import COMPOSE_DIR, SERVICE_LABEL, compose_cli, dotenv_value
+from deploy.kit import KIT_FILE, env_file_values
 from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation
 from deploy.ray_emulation.run_in_head import run_in_head
 from deploy.images import IMAGE
@@ -35,8 +36,9 @@ SETTINGS = {"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RA
 
 
 def _env(project: str, token, **settings) -> dict[str, str]:
-    """The environment of a plain compose or fltest-deploy call on ``project`` with ``token``."""
-    return {**os.environ, **SETTINGS, "COMPOSE_PROJECT_NAME": project, "RAY_TOKEN_FILE": str(token), **settings}
+    """The environment of a plain compose or fltest-deploy call on ``project`` with ``token``, the kit's values
+    in it as the README's plain compose line sources them (``set -a; . ../deploy/kit.env``)."""
+    return {**env_file_values(KIT_FILE), **os.environ, **SETTINGS, "COMPOSE_PROJECT_NAME": project, "RAY_TOKEN_FILE": str(token), **settings}
 
 
 def _fltest_deploy(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

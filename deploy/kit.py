@@ -1,0 +1,47 @@
+"""The kit's shared values (image, container user, folders, ports), read from ``deploy/kit.env``.
+
+That file is the one source: compose gets its values through the compose wrapper's
+environment, the image build as build arguments, Ansible through ``roles/fltest_kit``.
+Standard library only: the node start-up inside the image reads it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+KIT_FILE = Path(__file__).resolve().with_name("kit.env")
+
+
+def env_file_values(path: Path = KIT_FILE) -> dict[str, str]:
+    """The ``KEY=value`` pairs of an env file (the kit file by default; comment and blank lines skipped)."""
+    values = {}
+    for line in path.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not name.lstrip().startswith("#"):
+            values[name.strip()] = value.strip()
+    return values
+
+
+@dataclass(frozen=True)
+class Kit:
+    """The kit's shared values, typed."""
+
+    image: str
+    uid: int
+    home: str
+    work_dir: str
+    ray_gcs_port: int
+    superlink_port: int
+    fleet_port: int
+
+    @classmethod
+    def read(cls, path: Path = KIT_FILE) -> Kit:
+        """The values of the kit file at ``path``."""
+        values = env_file_values(path)
+        return cls(image=values["FLTEST_IMAGE"], uid=int(values["FLTEST_UID"]), home=values["FLTEST_HOME"],
+                   work_dir=values["FLTEST_WORK_DIR"], ray_gcs_port=int(values["RAY_GCS_PORT"]),
+                   superlink_port=int(values["SUPERLINK_PORT"]), fleet_port=int(values["FLEET_PORT"]))  # fmt: skip
+
+
+KIT = Kit.read()
