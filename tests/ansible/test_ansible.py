@@ -231,7 +231,7 @@ def assert_hardened(node: str, container: str) -> dict:
     assert host_config["ReadonlyRootfs"] is True, (node, container)
     assert host_config["Memory"] > 0 and host_config["MemorySwap"] == host_config["Memory"], (node, container, host_config["Memory"])
     assert (host_config["PidsLimit"] or 0) > 0, (node, container, host_config["PidsLimit"])
-    assert set(host_config["Tmpfs"] or {}) == {entry.split(":")[0].replace("{{ fltest_home }}", KIT.home) for entry in HARDENING["fltest_hardening_tmpfs"]}, (node, container)
+    assert set(host_config["Tmpfs"] or {}) == {entry.split(":")[0].replace("{{ fltest_kit_home }}", KIT.home) for entry in HARDENING["fltest_hardening_tmpfs"]}, (node, container)
     return host_config
 
 
