@@ -23,6 +23,12 @@ START_TIMEOUT_S = 240  # Ray or the NVFlare simulator starting on a loaded 2-cor
 STOP_TIMEOUT_S = 60
 
 
+def _as_in_a_terminal() -> None:
+    """SIGINT as a terminal's shell leaves it for its commands: handled (a test runner started in the
+    background by a non-interactive shell inherits it ignored, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_mid_run(write_config, tmp_path, run: dict) -> tuple[int | None, list[str]]:
     """Start ``fltest run`` with ``run`` in its own process group, SIGINT the group at round 2.
 
@@ -37,7 +43,8 @@ def _interrupt_mid_run(write_config, tmp_path, run: dict) -> tuple[int | None, l
     data["runs"] = [run]
     path = write_config(data)
     process = subprocess.Popen([sys.executable, "-m", "fltest.cli", "run", str(path)], cwd=tmp_path,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=_as_in_a_terminal)  # fmt: skip
     lines: list[str] = []
     reached = threading.Event()
 
