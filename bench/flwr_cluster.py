@@ -34,7 +34,7 @@ class NaiveFlwrBackend(FlwrBackend):
 
     def cluster_shard_source(self, job: RunJob) -> ShardSource:
         """All shards as arrays in a dict the app closes over."""
-        arrays = {pid: dataset_arrays(job.shards.client_dataset(pid)) for pid in range(job.shards.num_clients)}
+        arrays = {pid: dataset_arrays(job.shards.client_dataset(pid), job.shards.scale) for pid in range(job.shards.num_clients)}
         return arrays.__getitem__
 
 

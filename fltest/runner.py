@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -14,7 +15,7 @@ import yaml
 
 from fltest.backends import Backend, RunJob, backend_for
 from fltest.config.schema import ExperimentConfig, RunConfig
-from fltest.data.shards import ShardSet, Storage, prepare_shards
+from fltest.data.shards import LABEL_PLOT, ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError
 from fltest.fedavg import evaluate_global
 from fltest.hooks import Hooks, load_hooks
@@ -37,6 +38,7 @@ def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
         verb, shards.num_clients, storage, sum(shards.client_sizes), shards.test_size,
         time.perf_counter() - start, shards.root,
     )
+    log.info("label distribution per client: %s", shards.label_plot)
     return shards
 
 
@@ -89,6 +91,7 @@ def run_experiment(
     experiment_dir = Path(results_dir).absolute() / config.name  # other processes write here too
     experiment_dir.mkdir(parents=True, exist_ok=True)
     (experiment_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    shutil.copyfile(any_shards.label_plot, experiment_dir / LABEL_PLOT)  # how the clients' data differ
     summaries = []
     for run in config.runs:
         backend = backends[run.name]

@@ -82,7 +82,7 @@ def test_run_matches_the_reference_and_ignores_a_ray_address(tmp_path, monkeypat
         assert mine["train"].keys() == ref["train"].keys()
         assert all(abs(mine["train"][k] - ref["train"][k]) <= TOLERANCE for k in ref["train"])
     summary = _summary(experiment, "nvflare")
-    assert summary["final"]["accuracy"] > 0.7
+    assert summary["final"]["accuracy"] > 0.5  # learned (chance: 0.1); with seed 7 the flwr-datasets Dirichlet split gives the reference 0.63
     assert summary["nvflare_threads"] == 4
     assert json.loads((experiment / "nvflare" / "timings.json").read_text())["setup_s"] > 0
 

@@ -35,12 +35,36 @@ CHANGES = {
     "partition": {"method": "iid"},
     "partition__alpha": 0.5,
     "partition__min_samples_per_client": 2,
+    "partition__self_balancing": True,
+    "partition__shuffle": False,
 }
+
+# Every parameter of a few more partitioners, each against the same partitioner with its defaults.
+PARTITIONER_CHANGES = [
+    ({"method": "shard", "num_shards_per_partition": 2}, {"num_shards_per_partition": 3}),
+    ({"method": "shard", "num_shards_per_partition": 2}, {"shard_size": 50}),
+    ({"method": "shard", "num_shards_per_partition": 2}, {"keep_incomplete_shard": True}),
+    ({"method": "shard", "num_shards_per_partition": 2}, {"shuffle": False}),
+    ({"method": "pathological", "num_classes_per_partition": 2}, {"num_classes_per_partition": 3}),
+    ({"method": "pathological", "num_classes_per_partition": 2}, {"class_assignment_mode": "deterministic"}),
+    ({"method": "inner_dirichlet", "partition_sizes": [100] * 10, "alpha": 0.5}, {"partition_sizes": [90] * 10}),
+    ({"method": "inner_dirichlet", "partition_sizes": [100] * 10, "alpha": 0.5}, {"alpha": [0.5] * 10}),
+    ({"method": "size", "partition_sizes": [100] * 10}, {"partition_sizes": [100] * 9 + [99]}),
+    ({"method": "continuous", "partition_by": "label", "strictness": 0.5}, {"strictness": 0.4}),
+    ({"method": "iid"}, {"method": "linear"}),
+    ({"method": "linear"}, {"method": "square"}),
+    ({"method": "square"}, {"method": "exponential"}),
+]
 
 
 @pytest.mark.parametrize("field", sorted(CHANGES))
 def test_changing_any_shard_input_changes_the_key(field):
     assert cache_key(_config(), "mmap") != cache_key(_config(**{field: CHANGES[field]}), "mmap")
+
+
+@pytest.mark.parametrize(("base", "change"), PARTITIONER_CHANGES, ids=lambda v: ",".join(f"{k}={v[k]}" for k in v))
+def test_changing_any_partitioner_parameter_changes_the_key(base, change):
+    assert cache_key(_config(partition=base), "mmap") != cache_key(_config(partition={**base, **change}), "mmap")
 
 
 def test_training_settings_do_not_change_the_key():
@@ -98,7 +122,7 @@ def test_mmap_shards_are_memory_mapped_memory_shards_carry_their_data(fresh_cach
     assert mapped_bytes < 20_000  # a file path, not the data
     assert memory_bytes > memory_shard.num_rows * 64 * 4  # the float32 features themselves
     restored = pickle.loads(pickle.dumps(memory_shard))
-    assert np.array_equal(restored.with_format("numpy")["x"], memory_shard.with_format("numpy")["x"])
+    assert np.array_equal(restored.with_format("numpy")[:]["x0"], memory_shard.with_format("numpy")[:]["x0"])
 
 
 HUB_CHANGES = {"revision": "0b2714987fbbf7e2e5a4bd3a46fe6ed3d4b6c1a2", "split": "test", "label": "fine_label"}
@@ -109,3 +133,64 @@ def test_a_hub_dataset_s_key_follows_its_revision_split_and_label(field):
     hub = {"source": "hub", "name": "uoft-cs/cifar10", "revision": "main", "features": ["img"]}
     changed = {**hub, field: HUB_CHANGES[field]}
     assert cache_key(_config(dataset=hub), "mmap") != cache_key(_config(dataset=changed), "mmap")
+
+
+def _uint8_images(folder, rows: int = 240):
+    """A CIFAR-shaped set in miniature: 8x8x3 uint8 images (Array3D) and 4 classes, written with save_to_disk."""
+    rng = np.random.default_rng(0)
+    features = datasets.Features({"img": datasets.Array3D(shape=(8, 8, 3), dtype="uint8"), "label": datasets.ClassLabel(num_classes=4)})
+    images = rng.integers(0, 256, size=(rows, 8, 8, 3), dtype=np.uint8)
+    datasets.Dataset.from_dict({"img": images, "label": np.arange(rows) % 4}, features=features).save_to_disk(str(folder))
+    return images
+
+
+def _uint8_config(folder, **changes):
+    return _config(dataset={"source": "disk", "path": str(folder), "features": ["img"], "label": "label", "scale": 255.0},
+                   clients=4, partition={"method": "iid"}, **changes)  # fmt: skip
+
+
+def test_uint8_images_keep_their_dtype_and_shape_until_training(fresh_cache, tmp_path):
+    images = _uint8_images(tmp_path / "images")
+    shards, _ = prepare_shards(_uint8_config(tmp_path / "images"))
+    shard = shards.client_dataset(0)
+    pixel = datasets.Value("uint8")  # the source's dtype and shape, not float rows
+    assert shard.features["x0"] == datasets.Sequence(datasets.Sequence(datasets.Sequence(pixel, length=3), length=8), length=8)
+    assert shard.features["y"] == datasets.ClassLabel(num_classes=4)
+    stored = shard.with_format("numpy")[:]["x0"]
+    assert stored.shape == (len(shard), 8, 8, 3)
+    assert any(np.array_equal(stored[0], image) for image in images)  # a source row, byte for byte
+    x, y = shards.client_arrays(0)
+    assert x.dtype == np.float64 and x.shape == (len(shard), 192) and y.dtype == np.int64
+    assert np.array_equal(x, stored.reshape(len(shard), -1) / 255.0)  # float64 only here, scaled
+    assert shards.num_features == 192 and shards.num_classes == 4
+    on_disk = sum(f.stat().st_size for f in (shards.root / "clients").rglob("*.arrow"))
+    assert on_disk < 1.2 * images[: sum(shards.client_sizes)].nbytes  # uint8 values alone (float32 rows would be 4x)
+
+
+def test_a_uint8_source_trains_on_the_reference_backend(fresh_cache, tmp_path):
+    from fltest.runner import run_experiment
+
+    _uint8_images(tmp_path / "images")
+    comparison = run_experiment(_uint8_config(tmp_path / "images"), tmp_path / "results")
+    assert [run["status"] for run in comparison["runs"]] == ["completed"]
+    assert (tmp_path / "results" / "digits-demo" / "label_distribution.png").is_file()  # beside the report
+
+
+def test_a_cache_folder_of_the_old_format_is_never_read(fresh_cache, monkeypatch):
+    import fltest.data.shards as shards_module
+
+    current, version = cache_key(_config(), "mmap"), shards_module.FORMAT_VERSION
+    monkeypatch.setattr(shards_module, "FORMAT_VERSION", 1)
+    assert cache_key(_config(), "mmap") != current  # the format is part of the key
+    monkeypatch.setattr(shards_module, "FORMAT_VERSION", version)
+    stale = fresh_cache / "fltest-shards" / current  # a folder under today's key that says format 1: not read
+    (stale / "clients" / "00000").mkdir(parents=True)
+    (stale / "meta.json").write_text('{"num_clients": 10, "num_features": 64, "num_classes": 10, "client_sizes": [1], "test_size": 1}')
+    shards, reused = prepare_shards(_config())
+    assert not reused and sum(shards.client_sizes) + shards.test_size == 1797
+    assert len(shards.client_dataset(0)) == shards.client_sizes[0]
+
+
+def test_prepare_draws_the_label_distribution(fresh_cache):
+    shards, _ = prepare_shards(_config())
+    assert shards.label_plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -8,9 +8,9 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from fltest.config.partitions import describe_partition_error, without_partition_method
 from fltest.config.runs import describe_run_error, without_run_kind
 from fltest.config.schema import ExperimentConfig
-from fltest.data.split import check_local_data
 from fltest.errors import InputError
 from fltest.hooks import load_hooks
 
@@ -18,10 +18,10 @@ from fltest.hooks import load_hooks
 def _format_validation_error(path: Path, error: ValidationError, raw: dict) -> str:
     """Turn pydantic's first error into ``<file>: <field.path>: <message>``."""
     first = error.errors()[0]
-    in_runs = describe_run_error(first, raw.get("runs"))
-    if in_runs:
-        return f"{path}: {in_runs}"
-    location = [str(part) for part in without_run_kind(first["loc"])]
+    described = describe_run_error(first, raw.get("runs")) or describe_partition_error(first)
+    if described:
+        return f"{path}: {described}"
+    location = [str(part) for part in without_partition_method(without_run_kind(first["loc"]))]
     message = first["msg"].removeprefix("Value error, ")
     field, sep, rest = message.partition(": ")
     if sep and " " not in field:
@@ -70,6 +70,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
         )
     if str(config_dir) not in sys.path:
         sys.path.insert(0, str(config_dir))
+    from fltest.data.split import check_local_data  # here: fltest.data imports the config's types
+
     try:
         load_hooks(config.hooks)
         check_local_data(config)

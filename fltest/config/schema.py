@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from fltest.config.partitions import IidPartition, PartitionConfig
 from fltest.config.runs import RUN_NAME_PATTERN, RunConfig
 
 
@@ -45,33 +46,6 @@ class DatasetConfig(_Strict):
             raise ValueError("name/revision: only for source 'hub'")
         if self.source != "disk" and self.path is not None:
             raise ValueError("path: only for source 'disk'")
-        return self
-
-
-class PartitionConfig(_Strict):
-    """How the training data is split over clients.
-
-    ``iid``: a seeded random split into near-equal parts. ``dirichlet``: each class
-    is spread over clients with proportions drawn from Dirichlet(``alpha``).
-    ``shards``: the data sorted by label is cut into ``clients * shards_per_client``
-    shards and each client gets ``shards_per_client`` of them.
-    """
-
-    method: Literal["iid", "dirichlet", "shards"] = "iid"
-    alpha: Annotated[float, Field(gt=0)] | None = None
-    shards_per_client: PositiveInt | None = None
-    min_samples_per_client: PositiveInt = 1
-
-    @model_validator(mode="after")
-    def _method_fields(self) -> PartitionConfig:
-        if self.method == "dirichlet" and self.alpha is None:
-            raise ValueError("alpha: required when method is 'dirichlet'")
-        if self.method != "dirichlet" and self.alpha is not None:
-            raise ValueError("alpha: only for method 'dirichlet'")
-        if self.method == "shards" and self.shards_per_client is None:
-            raise ValueError("shards_per_client: required when method is 'shards'")
-        if self.method != "shards" and self.shards_per_client is not None:
-            raise ValueError("shards_per_client: only for method 'shards'")
         return self
 
 
@@ -121,7 +95,7 @@ class ExperimentConfig(_Strict):
     name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)]  # the experiment's name: a folder, like a run's
     seed: int = 0
     dataset: DatasetConfig
-    partition: PartitionConfig = PartitionConfig()
+    partition: PartitionConfig = IidPartition()
     clients: Annotated[int, Field(ge=1)]
     model: ModelConfig = ModelConfig()
     training: TrainingConfig

@@ -1,79 +1,107 @@
-"""Partitioners: split training indices over clients, deterministically in a seeded RNG."""
+"""Split the training rows over clients with Flower Datasets' partitioners, from the label column alone.
+
+The partitioner sees a small table: the training rows' labels (and the ``partition_by`` column
+of the partitioners that read one) in the shuffled order the split gives, plus each row's
+position. A client's rows are the positions of its partition, so the features are never read
+here; the same table, seed and parameters give the same partition as flwr-datasets itself.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import warnings
+from collections.abc import Mapping
 
-from fltest.config.schema import PartitionConfig
+import datasets
+import numpy as np
+from flwr_datasets import partitioner as fp
+
+from fltest.config.partitions import METHOD_ALIASES, PartitionConfig
 from fltest.errors import InputError
 
-_DIRICHLET_TRIES = 100
+ROW_COLUMN = "__fltest_row__"  # each training row's position in the partition table
+_FLWR_CLASS = {
+    "iid": fp.IidPartitioner, "linear": fp.LinearPartitioner, "square": fp.SquarePartitioner,
+    "exponential": fp.ExponentialPartitioner, "size": fp.SizePartitioner, "dirichlet": fp.DirichletPartitioner,
+    "inner_dirichlet": fp.InnerDirichletPartitioner, "shard": fp.ShardPartitioner,
+    "pathological": fp.PathologicalPartitioner, "natural_id": fp.NaturalIdPartitioner,
+    "continuous": fp.ContinuousPartitioner,
+}  # fmt: skip
+_SEEDED = ("dirichlet", "inner_dirichlet", "shard", "pathological", "continuous")
 
 
-def iid(num_samples: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """A random permutation cut into ``num_clients`` near-equal parts."""
-    return [np.sort(part) for part in np.array_split(rng.permutation(num_samples), num_clients)]
+def _canonical(method: str) -> str:
+    """A method's one name (FLTest's ``shards`` and flwr-datasets' dashed spellings map to it)."""
+    return METHOD_ALIASES.get(method, method)
 
 
-def dirichlet(
-    labels: np.ndarray, num_clients: int, alpha: float, min_samples: int, rng: np.random.Generator
-) -> list[np.ndarray]:
-    """Each class spread over clients in proportions drawn from Dirichlet(alpha).
+def flwr_partitioner(config: PartitionConfig, num_clients: int, label: str, seed: int) -> fp.Partitioner:
+    """The flwr-datasets partitioner ``config`` names, built with its parameters for ``num_clients`` clients.
 
-    Draws again (up to a bound) until every client has at least ``min_samples``.
+    ``label`` is the label column (``partition_by`` of the label-based partitioners); ``seed``
+    seeds the partitioners that draw at random (the others follow the shuffled row order).
     """
-    classes = np.unique(labels)
-    for _ in range(_DIRICHLET_TRIES):
-        buckets: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
-        for cls in classes:
-            members = rng.permutation(np.flatnonzero(labels == cls))
-            proportions = rng.dirichlet(np.full(num_clients, alpha))
-            cuts = (np.cumsum(proportions)[:-1] * len(members)).astype(int)
-            for client, part in enumerate(np.split(members, cuts)):
-                buckets[client].append(part)
-        parts = [np.sort(np.concatenate(b)) for b in buckets]
-        if min(len(p) for p in parts) >= min_samples:
-            return parts
-    raise InputError(
-        f"partition.alpha: Dirichlet({alpha}) left a client with fewer than {min_samples} "
-        f"samples in {_DIRICHLET_TRIES} draws; raise alpha or lower clients"
-    )
+    method = _canonical(config.method)
+    params = config.model_dump(exclude={"method", "min_samples_per_client"})
+    if method in ("dirichlet", "inner_dirichlet", "shard", "pathological"):
+        params["partition_by"] = label
+    if method == "dirichlet":
+        params["min_partition_size"] = config.min_samples_per_client
+    if method not in ("size", "inner_dirichlet", "natural_id"):
+        params["num_partitions"] = num_clients
+    if method in _SEEDED:
+        params["seed"] = seed
+    return _FLWR_CLASS[method](**params)
 
 
-def label_shards(
-    labels: np.ndarray, num_clients: int, shards_per_client: int, rng: np.random.Generator
-) -> list[np.ndarray]:
-    """Sort by label, cut into ``num_clients * shards_per_client`` shards, deal them out at random."""
-    num_shards = num_clients * shards_per_client
-    if num_shards > len(labels):
-        raise InputError(
-            f"partition.shards_per_client: {num_shards} shards need at least as many "
-            f"training samples, there are {len(labels)}"
-        )
-    tie_break = rng.permutation(len(labels))
-    by_label = tie_break[np.argsort(labels[tie_break], kind="stable")]
-    shards = np.array_split(by_label, num_shards)
-    order = rng.permutation(num_shards)
-    return [
-        np.sort(np.concatenate([shards[s] for s in order[c * shards_per_client : (c + 1) * shards_per_client]]))
-        for c in range(num_clients)
-    ]
+def partition_table(labels: np.ndarray, label: str, columns: Mapping[str, np.ndarray] | None = None,
+                    label_feature: datasets.features.FeatureType | None = None) -> datasets.Dataset:  # fmt: skip
+    """The table a partitioner sees: ``label``, any ``columns`` it partitions by, and each row's position.
+
+    ``label_feature``: the source's label type; a ``ClassLabel`` keeps its class names (the plot's legend).
+    """
+    table = datasets.Dataset.from_dict({ROW_COLUMN: np.arange(len(labels)), label: labels, **(columns or {})})
+    if isinstance(label_feature, datasets.ClassLabel):
+        table = table.cast_column(label, label_feature)
+    return table
 
 
-def partition(labels: np.ndarray, num_clients: int, config: PartitionConfig, rng: np.random.Generator) -> list[np.ndarray]:
-    """Split ``range(len(labels))`` over ``num_clients`` with the configured method."""
-    if num_clients > len(labels):
-        raise InputError(f"clients: {num_clients} clients but only {len(labels)} training samples")
-    if config.method == "iid":
-        parts = iid(len(labels), num_clients, rng)
-    elif config.method == "dirichlet":
-        parts = dirichlet(labels, num_clients, config.alpha, config.min_samples_per_client, rng)
-    else:
-        parts = label_shards(labels, num_clients, config.shards_per_client, rng)
+def _check_drawable(config: PartitionConfig, num_rows: int, num_clients: int) -> None:
+    """The checks whose failures FLTest words itself (flwr-datasets' own messages name no config field)."""
+    method = _canonical(config.method)
+    if num_clients > num_rows:
+        raise InputError(f"clients: {num_clients} clients but only {num_rows} training samples")
+    if method == "shard" and config.num_shards_per_partition is not None:
+        shards = num_clients * config.num_shards_per_partition
+        if shards > num_rows:
+            raise InputError(f"partition.shards_per_client: {shards} shards need at least as many training samples, there are {num_rows}")
+    if method in ("size", "inner_dirichlet"):
+        if len(config.partition_sizes) != num_clients:
+            raise InputError(f"partition.partition_sizes: {len(config.partition_sizes)} sizes for {num_clients} clients")
+        if sum(config.partition_sizes) > num_rows:
+            raise InputError(f"partition.partition_sizes: {sum(config.partition_sizes)} rows asked, there are {num_rows} training samples")
+
+
+def partition(table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int) -> list[np.ndarray]:
+    """Each client's training-row positions (sorted), as flwr-datasets partitions ``table`` (:func:`partition_table`).
+
+    A partition that cannot be drawn is one :class:`InputError` naming the field.
+    """
+    _check_drawable(config, len(table), num_clients)
+    partitioner = flwr_partitioner(config, num_clients, label, seed)
+    partitioner.dataset = table
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the Dirichlet partitioner warns at every redraw
+            if partitioner.num_partitions != num_clients:
+                raise InputError(f"clients: {num_clients}, but partition.partition_by={config.by_column()!r} "
+                                 f"has {partitioner.num_partitions} distinct values (one client each)")  # fmt: skip
+            parts = [np.sort(np.asarray(partitioner.load_partition(i)[ROW_COLUMN], dtype=np.int64)) for i in range(num_clients)]
+    except ValueError as exc:
+        if _canonical(config.method) == "dirichlet":
+            raise InputError(f"partition.alpha: Dirichlet({config.alpha}) left a client with fewer than "
+                             f"{config.min_samples_per_client} samples in 10 draws; raise alpha or lower clients") from None  # fmt: skip
+        raise InputError(f"partition: {config.method}: {str(exc).strip().splitlines()[0]}") from None
     smallest = min(len(p) for p in parts)
     if smallest < config.min_samples_per_client:
-        raise InputError(
-            f"clients: a client gets {smallest} samples, fewer than "
-            f"partition.min_samples_per_client={config.min_samples_per_client}"
-        )
+        raise InputError(f"clients: a client gets {smallest} samples, fewer than partition.min_samples_per_client={config.min_samples_per_client}")
     return parts

@@ -1,10 +1,16 @@
 """Prepared client shards, cached as Arrow files in the Hugging Face datasets cache.
 
 A shard set lives in ``<HF datasets cache>/fltest-shards/<key>/``: ``meta.json``,
-``test/`` and ``clients/<i>/``, each folder written by ``save_to_disk``. The key
-hashes everything that changes the shards, including the storage variant: ``mmap``
-shards are memory-mapped when loaded (one machine), ``memory`` shards are read fully
-into memory so that they pickle with their data (a Ray cluster).
+``test/`` and ``clients/<i>/``, each folder written by ``save_to_disk``, and
+``label_distribution.png``. The key hashes everything that changes the shards, the
+format version and the storage variant: ``mmap`` shards are memory-mapped when loaded
+(one machine), ``memory`` shards are read fully into memory so that they pickle with
+their data (a Ray cluster).
+
+Shards are the source's own rows, selected by index (Arrow, no conversion): features keep
+their dtype and shape (uint8 images stay uint8; an ``ArrayND`` is stored as fixed-length
+lists, :func:`fixed_size_features`) in columns ``x0``, ``x1``, ... and the label is ``y``. They become float64 rows (flattened, joined, divided by the dataset's
+``scale``) only when a client trains (:func:`dataset_arrays`).
 """
 
 from __future__ import annotations
@@ -19,15 +25,24 @@ from typing import Literal
 
 import datasets
 import numpy as np
+import pyarrow as pa
+from datasets.table import InMemoryTable
+from tqdm import tqdm
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.sources import load_source, source_fingerprint, to_arrays
-from fltest.data.split import split_indices
+from fltest.data.plots import save_label_distribution
+from fltest.data.sources import label_array, load_source, source_fingerprint
+from fltest.data.split import Split, split_rows
 
 Storage = Literal["mmap", "memory"]
-FORMAT_VERSION = 1
-_FEATURES = "x"
-_LABEL = "y"
+FORMAT_VERSION = 2  # 2: the source's rows and dtypes (1: float32 rows); part of the key and of meta.json
+LABEL_COLUMN = "y"
+LABEL_PLOT = "label_distribution.png"
+
+
+def feature_columns(count: int) -> list[str]:
+    """The shards' feature column names: ``x0``, ``x1``, ... in the config's order."""
+    return [f"x{i}" for i in range(count)]
 
 
 def cache_root() -> Path:
@@ -39,12 +54,15 @@ def cache_root() -> Path:
     return Path(datasets.config.HF_DATASETS_CACHE).absolute() / "fltest-shards"
 
 
-def cache_key(config: ExperimentConfig, storage: Storage) -> str:
-    """A hash of every input that changes the prepared shards, and of the storage variant."""
+def cache_key(config: ExperimentConfig, storage: Storage, fingerprint: str | None = None) -> str:
+    """A hash of every input that changes the prepared shards (every partitioner parameter), the format and the storage variant.
+
+    ``fingerprint``: the source's (:func:`source_fingerprint`), if already known.
+    """
     inputs = {
         "format": FORMAT_VERSION,
         "dataset": config.dataset.model_dump(mode="json"),
-        "dataset_fingerprint": source_fingerprint(config.dataset),
+        "dataset_fingerprint": fingerprint if fingerprint is not None else source_fingerprint(config.dataset),
         "partition": config.partition.model_dump(mode="json"),
         "clients": config.clients,
         "seed": config.seed,
@@ -63,6 +81,7 @@ class ShardSet:
     storage: Storage
     num_clients: int
     num_features: int
+    scale: float
     num_classes: int
     client_sizes: tuple[int, ...]
     test_size: int
@@ -81,47 +100,112 @@ class ShardSet:
 
     def test_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The test split as float64 features and int64 labels."""
-        return dataset_arrays(self.test_dataset())
+        return dataset_arrays(self.test_dataset(), self.scale)
 
     def client_arrays(self, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
         """Client ``partition_id``'s shard as float64 features and int64 labels."""
-        return dataset_arrays(self.client_dataset(partition_id))
+        return dataset_arrays(self.client_dataset(partition_id), self.scale)
+
+    @property
+    def label_plot(self) -> Path:
+        """The per-client label distribution, drawn as Flower Datasets draws it (PNG)."""
+        return self.root / LABEL_PLOT
 
 
-def dataset_arrays(dataset: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """A shard ``Dataset`` as float64 features and int64 labels (what the models train on)."""
-    view = dataset.with_format("numpy")
-    return np.asarray(view[_FEATURES], dtype=np.float64), np.asarray(view[_LABEL], dtype=np.int64)
+def dataset_arrays(dataset: datasets.Dataset, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """A shard ``Dataset`` as float64 rows (each feature column flattened, joined, divided by ``scale``) and int64 labels.
+
+    This is where features leave their stored dtype: only a client's own shard, when it trains.
+    """
+    table = dataset.with_format("arrow")[:]  # the shard's rows as one Arrow table, in its stored types
+    parts = [_column_rows(dataset, table, name).astype(np.float64) for name in dataset.column_names if name != LABEL_COLUMN]
+    features = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+    return features / scale, _column_rows(dataset, table, LABEL_COLUMN).reshape(-1).astype(np.int64)
 
 
-def _split(config: ExperimentConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Load the source, hold out the test split and partition the rest; all seeded."""
-    source = load_source(config.dataset)
-    features, labels = to_arrays(source, config.dataset.features, config.dataset.label, config.dataset.scale)
-    train_rows, test_rows, parts = split_indices(labels, config)
-    return features[train_rows], labels[train_rows], features[test_rows], labels[test_rows], parts
+def _column_rows(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.ndarray:
+    """Column ``name`` as one row of numbers a sample, in its stored dtype (nested lists and Array2D/3D flattened).
+
+    A column Arrow cannot hand over as numbers (an ``Image``, say) is decoded by the datasets library.
+    """
+    column = table.column(name).combine_chunks()
+    if isinstance(column, pa.ExtensionArray):
+        column = column.storage
+    while pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type):
+        column = column.flatten()
+    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
+        return column.to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
+    return np.asarray(dataset.with_format("numpy", columns=[name])[:][name]).reshape(table.num_rows, -1)
 
 
-def _save(folder: Path, features: np.ndarray, labels: np.ndarray) -> None:
-    """Write one shard with ``save_to_disk``: fixed-length float32 rows and int64 labels."""
-    schema = datasets.Features(
-        {
-            _FEATURES: datasets.Sequence(datasets.Value("float32"), length=features.shape[1]),
-            _LABEL: datasets.Value("int64"),
-        }
-    )
-    dataset = datasets.Dataset.from_dict({_FEATURES: features, _LABEL: labels}, features=schema)
-    dataset.save_to_disk(str(folder))
+def _shard_columns(source: datasets.Dataset, config: ExperimentConfig) -> datasets.Dataset:
+    """The source's feature and label columns under the shards' names, still the source's Arrow data."""
+    features, label = config.dataset.features, config.dataset.label
+    names = {**dict(zip(features, feature_columns(len(features)))), label: LABEL_COLUMN}
+    return source.select_columns([*features, label]).rename_columns({old: new for old, new in names.items() if old != new})
 
 
-def _read_meta(root: Path, key: str, storage: Storage) -> ShardSet:
-    meta = json.loads((root / "meta.json").read_text())
+_ARRAY_TYPES = (datasets.Array2D, datasets.Array3D, datasets.Array4D, datasets.Array5D)
+
+
+def fixed_size_features(features: datasets.Features) -> datasets.Features:
+    """``features`` with every ``Array2D``..``Array5D`` as nested fixed-length lists of the same dtype and shape.
+
+    The datasets library stores an ``ArrayND`` as variable-length lists, with an offset for every
+    inner list (for 32x32x3 uint8 images, 4.2 KB of offsets beside 3 KB of pixels); fixed-length
+    lists store the values alone.
+    """
+    fixed = {}
+    for name, feature in features.items():
+        if isinstance(feature, _ARRAY_TYPES):
+            nested = datasets.Value(feature.dtype)
+            for length in reversed(feature.shape):
+                nested = datasets.Sequence(nested, length=length)
+            feature = nested
+        fixed[name] = feature
+    return datasets.Features(fixed)
+
+
+def _num_features(dataset: datasets.Dataset) -> int:
+    """Numbers in one row's features (each column flattened)."""
+    row = dataset.with_format("numpy")[0]
+    return int(sum(np.asarray(row[name]).size for name in dataset.column_names if name != LABEL_COLUMN))
+
+
+def _write_shards(staging: Path, key: str, columns: datasets.Dataset, split: Split, num_clients: int) -> list[int]:
+    """Write the test split and every client's rows with ``save_to_disk``, a progress bar over the clients; their sizes."""
+    schema = fixed_size_features(columns.features).arrow_schema
+    source_rows = columns.with_format("arrow")
+
+    def write(rows: np.ndarray, folder: Path) -> None:
+        part = source_rows[rows].cast(schema)  # Arrow's take and cast: this part only, in memory
+        fingerprint = hashlib.sha256(f"{key}/{folder.name}".encode()).hexdigest()[:32]  # from the key, not a hash of the data
+        datasets.Dataset(InMemoryTable(part), fingerprint=fingerprint).save_to_disk(str(folder))
+
+    write(split.test_rows, staging / "test")
+    sizes = []
+    for client in tqdm(range(num_clients), desc="writing shards", unit="client", disable=None, leave=False):
+        rows = split.client_rows(client)
+        write(rows, staging / "clients" / f"{client:05d}")
+        sizes.append(len(rows))
+    return sizes
+
+
+def _read_meta(root: Path, key: str, storage: Storage) -> ShardSet | None:
+    """The shard set in ``root``, or ``None`` when it is missing or of another format version."""
+    try:
+        meta = json.loads((root / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("format") != FORMAT_VERSION:
+        return None
     return ShardSet(
         root=root,
         key=key,
         storage=storage,
         num_clients=meta["num_clients"],
         num_features=meta["num_features"],
+        scale=meta["scale"],
         num_classes=meta["num_classes"],
         client_sizes=tuple(meta["client_sizes"]),
         test_size=meta["test_size"],
@@ -131,37 +215,43 @@ def _read_meta(root: Path, key: str, storage: Storage) -> ShardSet:
 def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple[ShardSet, bool]:
     """Return the experiment's shard set, building and caching it if needed.
 
-    Returns ``(shards, reused)`` where ``reused`` says the cache already held them.
-    The set is written to a temporary folder and renamed into place, so a crash
-    never leaves a half-written set under the final key.
+    Returns ``(shards, reused)`` where ``reused`` says the cache already held them. The
+    source is read once: its label column for the split, then each client's rows by index.
+    The set is written to a temporary folder and renamed into place, so a crash never
+    leaves a half-written set under the final key; a folder of another format is rebuilt.
     """
-    key = cache_key(config, storage)
+    source = load_source(config.dataset)
+    key = cache_key(config, storage, source_fingerprint(config.dataset, source))
     root = cache_root() / key
-    if (root / "meta.json").is_file():
-        return _read_meta(root, key, storage), True
+    cached = _read_meta(root, key, storage)
+    if cached is not None:
+        return cached, True
 
-    train_x, train_y, test_x, test_y, parts = _split(config)
-    num_classes = int(max(train_y.max(), test_y.max())) + 1
+    labels = label_array(source, config.dataset.label)
+    split = split_rows(source, config, labels)
+    columns = _shard_columns(source, config)
     staging = root.with_name(f"{key}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     datasets.disable_progress_bars()
     try:
-        _save(staging / "test", test_x, test_y)
-        for client, indices in enumerate(parts):
-            _save(staging / "clients" / f"{client:05d}", train_x[indices], train_y[indices])
+        sizes = _write_shards(staging, key, columns, split, config.clients)
+        save_label_distribution(split.table, config, staging / LABEL_PLOT)
         meta = {
+            "format": FORMAT_VERSION,
             "num_clients": config.clients,
-            "num_features": int(train_x.shape[1]),
-            "num_classes": num_classes,
-            "client_sizes": [int(len(p)) for p in parts],
-            "test_size": int(len(test_y)),
+            "num_features": _num_features(columns),
+            "scale": config.dataset.scale,
+            "num_classes": int(labels[np.concatenate([split.train_rows, split.test_rows])].max()) + 1,
+            "client_sizes": sizes,
+            "test_size": int(len(split.test_rows)),
             "config": {"dataset": config.dataset.model_dump(mode="json"), "partition": config.partition.model_dump(mode="json"), "seed": config.seed},
         }
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
+        shutil.rmtree(root, ignore_errors=True)  # a set of another format under this key
         try:
             staging.rename(root)
         except OSError:
-            if not (root / "meta.json").is_file():  # not a concurrent writer finishing first
+            if _read_meta(root, key, storage) is None:  # not a concurrent writer finishing first
                 raise
             shutil.rmtree(staging, ignore_errors=True)
     except BaseException:

@@ -75,26 +75,18 @@ def _holds_text(feature: object) -> bool:
 
 
 def label_array(dataset: datasets.Dataset, label: str) -> np.ndarray:
-    """The label column alone, as int64."""
-    return np.asarray(dataset.with_format("numpy", columns=[label])[label]).astype(np.int64)
+    """The label column alone, as int64 (one batch: the other columns are not read)."""
+    return np.asarray(dataset.with_format("numpy", columns=[label])[:][label]).astype(np.int64)
 
 
-def source_fingerprint(config: DatasetConfig) -> str | None:
-    """A fingerprint of a ``disk`` dataset's content, so that a changed folder changes the cache key."""
+def source_fingerprint(config: DatasetConfig, dataset: datasets.Dataset | None = None) -> str | None:
+    """A fingerprint of a ``disk`` dataset's content (its loaded split), so that a changed folder changes the cache key.
+
+    ``dataset``: the source as :func:`load_source` loaded it (read again when not given).
+    """
     if config.source != "disk":
         return None
-    loaded = datasets.load_from_disk(str(config.path))
-    if isinstance(loaded, datasets.DatasetDict):
-        return ",".join(f"{name}={split._fingerprint}" for name, split in sorted(loaded.items()))
-    return loaded._fingerprint
-
-
-def to_arrays(dataset: datasets.Dataset, features: list[str], label: str, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """Features as a float32 matrix (columns flattened and joined, divided by ``scale``) and int64 labels."""
-    numpy_view = dataset.with_format("numpy", columns=[*features, label])
-    parts = [np.asarray(numpy_view[c], dtype=np.float32).reshape(len(dataset), -1) for c in features]
-    matrix = np.concatenate(parts, axis=1) / np.float32(scale)
-    return matrix, label_array(dataset, label)
+    return (dataset if dataset is not None else load_source(config))._fingerprint
 
 
 def split_sizes(num_samples: int, config: DatasetConfig) -> tuple[int, int]:

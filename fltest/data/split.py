@@ -1,30 +1,59 @@
-"""Which rows are held out for the test and which each client trains on: from the labels alone."""
+"""Which rows are held out for the test and which each client trains on: from the label column alone."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import datasets
 import numpy as np
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.partition import partition
+from fltest.data.partition import partition, partition_table
 from fltest.data.sources import label_array, load_source, split_sizes
 from fltest.errors import InputError
 
 
-def split_indices(labels: np.ndarray, config: ExperimentConfig) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """``(train_rows, test_rows, parts)``, seeded: the held-out rows, then each client's rows of the training rows.
+@dataclass(frozen=True)
+class Split:
+    """The rows of the source each part takes: the test rows, the training rows, each client's share of them."""
 
-    ``parts[c]`` indexes into ``train_rows``. Raises :class:`InputError` naming the field
-    when the split cannot be drawn (too few samples, a partition that leaves a client short).
+    train_rows: np.ndarray  # shuffled (as Flower Datasets' FederatedDataset shuffles before it partitions)
+    test_rows: np.ndarray  # sorted
+    parts: list[np.ndarray]  # positions in ``train_rows``, sorted, one array a client
+    table: datasets.Dataset  # what the partitioner saw: the training rows' labels (and partition_by column)
+
+    def client_rows(self, client: int) -> np.ndarray:
+        """Client ``client``'s rows of the source, in source order."""
+        return np.sort(self.train_rows[self.parts[client]])
+
+
+def _partition_columns(source: datasets.Dataset, config: ExperimentConfig, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``partition_by`` column of the training rows, for the partitioners that read one."""
+    by = config.partition.by_column()
+    if by is None:
+        return {}
+    if by not in source.column_names:
+        raise InputError(f"partition.partition_by: column {by!r} not in the dataset (columns: {', '.join(source.column_names)})")
+    return {by: np.asarray(source.with_format("numpy", columns=[by])[:][by])[rows]}
+
+
+def split_rows(source: datasets.Dataset, config: ExperimentConfig, labels: np.ndarray | None = None) -> Split:
+    """The seeded split of ``source``: test rows held out, the rest partitioned over the clients.
+
+    ``labels``: the source's label column, if already read. Raises :class:`InputError` naming
+    the field when the split cannot be drawn (too few samples, a partition that leaves a client short).
     """
+    labels = label_array(source, config.dataset.label) if labels is None else labels
     rng = np.random.default_rng([config.seed, 0])
     num_train, num_test = split_sizes(len(labels), config.dataset)
     if num_train < 1:
         raise InputError(f"dataset.test_fraction: leaves no training samples out of {len(labels)}")
     order = rng.permutation(len(labels))[: num_train + num_test]
-    test_rows, train_rows = np.sort(order[:num_test]), np.sort(order[num_test:])
-    parts = partition(labels[train_rows], config.clients, config.partition, rng)
-    return train_rows, test_rows, parts
+    test_rows, train_rows = np.sort(order[:num_test]), order[num_test:]
+    label_feature = source.features[config.dataset.label]
+    table = partition_table(labels[train_rows], config.dataset.label, _partition_columns(source, config, train_rows), label_feature)
+    parts = partition(table, config.clients, config.partition, config.dataset.label, config.seed)
+    return Split(train_rows=train_rows, test_rows=test_rows, parts=parts, table=table)
 
 
 def check_local_data(config: ExperimentConfig) -> None:
@@ -36,5 +65,4 @@ def check_local_data(config: ExperimentConfig) -> None:
     """
     if config.dataset.source == "hub":
         return
-    dataset: datasets.Dataset = load_source(config.dataset)
-    split_indices(label_array(dataset, config.dataset.label), config)
+    split_rows(load_source(config.dataset), config)

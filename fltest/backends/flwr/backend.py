@@ -75,7 +75,7 @@ class FlwrBackend(Backend):
         """Put each client's shard into the object store once; clients fetch theirs by reference."""
         refs = put_shards(job.shards)
         job.progress.note(shards_put=len(refs))
-        return ObjectStoreShards(refs)
+        return ObjectStoreShards(refs, job.shards.scale)
 
     def run(self, job: RunJob) -> None:
         """Start the simulation and block until it ends; a client error fails the run."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 
+import datasets
 import ray
+from datasets.table import InMemoryTable
 
 from fltest.backends.flwr.ray_errors import remember_node_names
 from fltest.backends.pythonpath import driver_pythonpath
@@ -40,20 +42,25 @@ def join_cluster(address: str) -> None:
 
 
 def put_shards(shards: ShardSet) -> dict[int, ray.ObjectRef]:
-    """Put every client's in-memory shard into the object store once; returns the references."""
-    return {pid: ray.put(shards.client_dataset(pid)) for pid in range(shards.num_clients)}
+    """Put every client's in-memory shard into the object store once, as its Arrow table; returns the references.
+
+    The table alone: a pickled ``Dataset`` carries its table twice (measured: 318 KB against 158 KB).
+    """
+    return {pid: ray.put(shards.client_dataset(pid).data.table) for pid in range(shards.num_clients)}
 
 
 class ObjectStoreShards:
     """A shard source that fetches only the asking client's shard from Ray's object store."""
 
-    def __init__(self, refs: dict[int, ray.ObjectRef]) -> None:
-        """Hold the references (small when pickled), not the data."""
+    def __init__(self, refs: dict[int, ray.ObjectRef], scale: float) -> None:
+        """Hold the references (small when pickled), not the data; ``scale`` divides the features (the shard set's)."""
         self.refs = refs
+        self.scale = scale
 
     def __call__(self, partition_id: int):
         """Client ``partition_id``'s features and labels."""
-        return dataset_arrays(ray.get(self.refs[partition_id]))
+        table = InMemoryTable(ray.get(self.refs[partition_id]))
+        return dataset_arrays(datasets.Dataset(table, fingerprint=f"fltest-shard-{partition_id}"), self.scale)  # no hash of the data
 
 
 class LocalCacheShards:

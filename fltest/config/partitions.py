@@ -1,0 +1,157 @@
+"""How the training rows are split over clients: Flower Datasets' partitioners, by their names and parameters.
+
+One pydantic model a partitioner, discriminated by ``method``; each names the flwr-datasets
+class it builds (:mod:`fltest.data.partition`) and the parameters it passes. Parameters keep
+flwr-datasets' names and defaults; ``shards`` with ``shards_per_client`` (FLTest's earlier
+spelling) stays accepted. ``min_samples_per_client`` is FLTest's floor for every method; the
+Dirichlet partitioners redraw until it holds (flwr-datasets' ``min_partition_size``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Discriminator, Field, PositiveInt, StrictBool, Tag
+
+
+
+def _positive(alpha: float | list[float]) -> float | list[float]:
+    """Dirichlet concentration: one value for every class, or one a class; each above 0."""
+    if any(value <= 0 for value in (alpha if isinstance(alpha, list) else [alpha])):
+        raise ValueError("must be > 0 (one value, or one per class)")
+    return alpha
+
+
+Alpha = Annotated[Union[float, list[float]], AfterValidator(_positive)]
+
+
+class _Partition(BaseModel):
+    """Options every partitioner has: FLTest's floor on each client's size."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    min_samples_per_client: PositiveInt = Field(1, validation_alias=AliasChoices("min_samples_per_client", "min_partition_size"))
+
+    def by_column(self) -> str | None:
+        """The column (besides the label) the partitioner reads, if any."""
+        return getattr(self, "partition_by", None)
+
+
+class IidPartition(_Partition):
+    """``IidPartitioner``: near-equal parts of the shuffled training rows."""
+
+    method: Literal["iid"] = "iid"
+
+
+class LinearPartition(_Partition):
+    """``LinearPartitioner``: client ``i``'s size proportional to ``i + 1``."""
+
+    method: Literal["linear"]
+
+
+class SquarePartition(_Partition):
+    """``SquarePartitioner``: client ``i``'s size proportional to ``(i + 1) ** 2``."""
+
+    method: Literal["square"]
+
+
+class ExponentialPartition(_Partition):
+    """``ExponentialPartitioner``: client ``i``'s size proportional to ``e ** i``."""
+
+    method: Literal["exponential"]
+
+
+class SizePartition(_Partition):
+    """``SizePartitioner``: the given row count for each client (their sum at most the training rows)."""
+
+    method: Literal["size"]
+    partition_sizes: list[PositiveInt] = Field(min_length=1)
+
+
+class DirichletPartition(_Partition):
+    """``DirichletPartitioner``: each class spread over clients in proportions drawn from Dirichlet(``alpha``)."""
+
+    method: Literal["dirichlet"]
+    alpha: Alpha
+    self_balancing: StrictBool = False
+    shuffle: StrictBool = True
+
+
+class InnerDirichletPartition(_Partition):
+    """``InnerDirichletPartitioner``: given client sizes, each client's classes drawn from Dirichlet(``alpha``)."""
+
+    method: Literal["inner_dirichlet", "inner-dirichlet"]
+    partition_sizes: list[PositiveInt] = Field(min_length=1)
+    alpha: Alpha
+    shuffle: StrictBool = True
+
+
+class ShardPartition(_Partition):
+    """``ShardPartitioner``: rows sorted by label cut into shards, dealt out ``num_shards_per_partition`` a client."""
+
+    method: Literal["shard", "shards"]
+    num_shards_per_partition: PositiveInt | None = Field(
+        None, validation_alias=AliasChoices("num_shards_per_partition", "shards_per_client"))  # fmt: skip
+    shard_size: PositiveInt | None = None
+    keep_incomplete_shard: StrictBool = False
+    shuffle: StrictBool = True
+
+
+class PathologicalPartition(_Partition):
+    """``PathologicalPartitioner``: each client holds ``num_classes_per_partition`` classes."""
+
+    method: Literal["pathological"]
+    num_classes_per_partition: PositiveInt
+    class_assignment_mode: Literal["random", "deterministic", "first-deterministic"] = "random"
+    shuffle: StrictBool = True
+
+
+class NaturalIdPartition(_Partition):
+    """``NaturalIdPartitioner``: one client per distinct value of column ``partition_by`` (e.g. a writer id)."""
+
+    method: Literal["natural_id", "natural-id"]
+    partition_by: str
+
+
+class ContinuousPartition(_Partition):
+    """``ContinuousPartitioner``: rows ordered by the numeric column ``partition_by``, ``strictness`` in [0, 1]."""
+
+    method: Literal["continuous"]
+    partition_by: str
+    strictness: Annotated[float, Field(ge=0, le=1)]
+    shuffle: StrictBool = True
+
+
+METHOD_ALIASES = {"shards": "shard", "inner-dirichlet": "inner_dirichlet", "natural-id": "natural_id"}
+_MODELS = {
+    "iid": IidPartition, "linear": LinearPartition, "square": SquarePartition, "exponential": ExponentialPartition,
+    "size": SizePartition, "dirichlet": DirichletPartition, "inner_dirichlet": InnerDirichletPartition,
+    "shard": ShardPartition, "pathological": PathologicalPartition, "natural_id": NaturalIdPartition,
+    "continuous": ContinuousPartition,
+}  # fmt: skip
+PARTITION_METHODS = tuple(_MODELS)
+
+
+def partition_method(value: Any) -> str | None:
+    """The union tag of a partition: its ``method`` (``iid`` when absent), aliases mapped to one name."""
+    method = value.get("method", "iid") if isinstance(value, dict) else getattr(value, "method", None)
+    return METHOD_ALIASES.get(method, method) if isinstance(method, str) else None
+
+
+PartitionConfig = Annotated[
+    Union[tuple(Annotated[model, Tag(method)] for method, model in _MODELS.items())],  # type: ignore[valid-type]
+    Discriminator(partition_method),
+]
+
+
+def without_partition_method(loc: tuple) -> tuple:
+    """An error's location without the method pydantic puts after ``partition``."""
+    return loc[:1] + loc[2:] if len(loc) > 1 and loc[0] == "partition" and loc[1] in _MODELS else loc
+
+
+def describe_partition_error(error: dict[str, Any]) -> str | None:
+    """``partition.method: ...`` for an unknown method, or ``None`` for any other error."""
+    if error["loc"][:1] != ("partition",) or error["type"] not in ("union_tag_invalid", "union_tag_not_found"):
+        return None
+    found = error.get("ctx", {}).get("tag", "?")
+    return f"partition.method: {found!r}: expected one of {', '.join(PARTITION_METHODS)}"
