@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
-from flwr_datasets import partitioner as fp
 
 from fltest.config.partitions import METHOD_ALIASES, PartitionConfig
 from fltest.errors import InputError
 
+if TYPE_CHECKING:
+    from flwr_datasets.partitioner import Partitioner
+
 ROW_COLUMN = "__fltest_row__"  # each training row's position in the partition table
 _FLWR_CLASS = {
-    "iid": fp.IidPartitioner, "linear": fp.LinearPartitioner, "square": fp.SquarePartitioner,
-    "exponential": fp.ExponentialPartitioner, "size": fp.SizePartitioner, "dirichlet": fp.DirichletPartitioner,
-    "inner_dirichlet": fp.InnerDirichletPartitioner, "shard": fp.ShardPartitioner,
-    "pathological": fp.PathologicalPartitioner, "natural_id": fp.NaturalIdPartitioner,
-    "continuous": fp.ContinuousPartitioner,
+    "iid": "IidPartitioner", "linear": "LinearPartitioner", "square": "SquarePartitioner",
+    "exponential": "ExponentialPartitioner", "size": "SizePartitioner", "dirichlet": "DirichletPartitioner",
+    "inner_dirichlet": "InnerDirichletPartitioner", "shard": "ShardPartitioner",
+    "pathological": "PathologicalPartitioner", "natural_id": "NaturalIdPartitioner",
+    "continuous": "ContinuousPartitioner",
 }  # fmt: skip
 _SEEDED = ("dirichlet", "inner_dirichlet", "shard", "pathological", "continuous")
 
@@ -34,12 +37,16 @@ def _canonical(method: str) -> str:
     return METHOD_ALIASES.get(method, method)
 
 
-def flwr_partitioner(config: PartitionConfig, num_clients: int, label: str, seed: int) -> fp.Partitioner:
+def flwr_partitioner(config: PartitionConfig, num_clients: int, label: str, seed: int) -> Partitioner:
     """The flwr-datasets partitioner ``config`` names, built with its parameters for ``num_clients`` clients.
 
     ``label`` is the label column (``partition_by`` of the label-based partitioners); ``seed``
     seeds the partitioners that draw at random (the others follow the shuffled row order).
+    flwr-datasets is imported here, not with this module: its package imports pandas, seaborn and
+    matplotlib (about 3 s), and every process that reads a shard imports this module.
     """
+    from flwr_datasets import partitioner as fp
+
     method = _canonical(config.method)
     params = config.model_dump(exclude={"method", "min_samples_per_client"})
     if method in ("dirichlet", "inner_dirichlet", "shard", "pathological"):
@@ -50,7 +57,7 @@ def flwr_partitioner(config: PartitionConfig, num_clients: int, label: str, seed
         params["num_partitions"] = num_clients
     if method in _SEEDED:
         params["seed"] = seed
-    return _FLWR_CLASS[method](**params)
+    return getattr(fp, _FLWR_CLASS[method])(**params)
 
 
 def partition_table(labels: np.ndarray, label: str, columns: Mapping[str, np.ndarray] | None = None,
