@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Discriminator, Field, PositiveInt, StrictBool, Tag
 
 
-
 def _positive(alpha: float | list[float]) -> float | list[float]:
     """Dirichlet concentration: one value for every class, or one a class; each above 0."""
     if any(value <= 0 for value in (alpha if isinstance(alpha, list) else [alpha])):

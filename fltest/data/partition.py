@@ -89,13 +89,25 @@ def _check_drawable(config: PartitionConfig, num_rows: int, num_clients: int) ->
 
 
 def partition(table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int) -> list[np.ndarray]:
-    """Each client's training-row positions (sorted), as flwr-datasets partitions ``table`` (:func:`partition_table`).
+    """Each client's training-row positions (sorted), as flwr-datasets partitions ``table`` (:func:`partition_table`)."""
+    return client_positions(partitioner_on(table, num_clients, config, label, seed), num_clients, config)
 
-    A partition that cannot be drawn is one :class:`InputError` naming the field.
-    """
+
+def partitioner_on(table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int) -> Partitioner:
+    """The partitioner ``config`` names, given ``table`` (:func:`partition_table`); checks FLTest words itself first."""
     _check_drawable(config, len(table), num_clients)
     partitioner = flwr_partitioner(config, num_clients, label, seed)
     partitioner.dataset = table
+    return partitioner
+
+
+def client_positions(partitioner: Partitioner, num_clients: int, config: PartitionConfig) -> list[np.ndarray]:
+    """Each client's training-row positions (sorted) from ``partitioner`` (:func:`partitioner_on`).
+
+    flwr-datasets draws once and keeps the draw in the partitioner, so drawing the label plot from
+    the same partitioner afterwards repeats no draw. A partition that cannot be drawn is one
+    :class:`InputError` naming the field.
+    """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the Dirichlet partitioner warns at every redraw

@@ -9,8 +9,9 @@ their data (a Ray cluster).
 
 Shards are the source's own rows, selected by index (Arrow, no conversion): features keep
 their dtype and shape (uint8 images stay uint8; an ``ArrayND`` is stored as fixed-length
-lists, :func:`fixed_size_features`) in columns ``x0``, ``x1``, ... and the label is ``y``. They become float64 rows (flattened, joined, divided by the dataset's
-``scale``) only when a client trains (:func:`dataset_arrays`).
+lists, :func:`fixed_size_features`) in columns ``x0``, ``x1``, ... and the label is ``y``.
+They become float64 rows (flattened, joined, divided by the dataset's ``scale``) only when a
+client trains (:func:`dataset_arrays`).
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
     datasets.disable_progress_bars()
     try:
         sizes = _write_shards(staging, key, columns, split, config.clients)
-        save_label_distribution(split.table, config, staging / LABEL_PLOT)
+        save_label_distribution(split.partitioner, config, staging / LABEL_PLOT)
         meta = {
             "format": FORMAT_VERSION,
             "num_clients": config.clients,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.partition import partition, partition_table
+from fltest.data.partition import client_positions, partition_table, partitioner_on
 from fltest.data.sources import label_array, load_source, split_sizes
 from fltest.errors import InputError
+
+if TYPE_CHECKING:
+    from flwr_datasets.partitioner import Partitioner
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,7 @@ class Split:
     train_rows: np.ndarray  # shuffled (as Flower Datasets' FederatedDataset shuffles before it partitions)
     test_rows: np.ndarray  # sorted
     parts: list[np.ndarray]  # positions in ``train_rows``, sorted, one array a client
-    table: datasets.Dataset  # what the partitioner saw: the training rows' labels (and partition_by column)
+    partitioner: Partitioner  # the flwr-datasets partitioner that drew ``parts``, on the training rows' labels (and partition_by column)
 
     def client_rows(self, client: int) -> np.ndarray:
         """Client ``client``'s rows of the source, in source order."""
@@ -52,8 +56,9 @@ def split_rows(source: datasets.Dataset, config: ExperimentConfig, labels: np.nd
     test_rows, train_rows = np.sort(order[:num_test]), order[num_test:]
     label_feature = source.features[config.dataset.label]
     table = partition_table(labels[train_rows], config.dataset.label, _partition_columns(source, config, train_rows), label_feature)
-    parts = partition(table, config.clients, config.partition, config.dataset.label, config.seed)
-    return Split(train_rows=train_rows, test_rows=test_rows, parts=parts, table=table)
+    partitioner = partitioner_on(table, config.clients, config.partition, config.dataset.label, config.seed)
+    parts = client_positions(partitioner, config.clients, config.partition)
+    return Split(train_rows=train_rows, test_rows=test_rows, parts=parts, partitioner=partitioner)
 
 
 def check_local_data(config: ExperimentConfig) -> None:
