@@ -74,8 +74,12 @@ def _remove_if_untagged(client, image_id: str) -> None:
 
 
 @contextlib.contextmanager
-def _one_build_at_a_time(report: Report) -> Iterator[None]:
-    """Hold the host's build lock: two builds of one tag at once would each leave the other's image untagged."""
+def one_build_at_a_time(report: Report = print_stage) -> Iterator[None]:
+    """Hold the host's build lock while an image is built, or while the untagged images are counted.
+
+    Two builds of one tag at once would each leave the other's image untagged, and a build in
+    progress shows its newest step as an untagged image (``docker images -f dangling=true``).
+    """
     with LOCK.open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -149,7 +153,7 @@ def build_fltest_image(
     if pip_source not in ("wheelhouse", "pypi"):
         raise InputError(f"--pip-source: {pip_source!r}: expected wheelhouse or pypi")
     (Path(context) / "wheelhouse").mkdir(exist_ok=True)  # the Dockerfile copies it, empty for pypi
-    with _one_build_at_a_time(report):
+    with one_build_at_a_time(report):
         for target, target_tag in zip([*STAGES, None], build_tags(tag)):
             name = f"image {target_tag}" if target is None else f"image stage {target} ({target_tag})"
             _timed(report, name, lambda: _build_target(client, target_tag, target, pip_source, base_image, context))
@@ -163,7 +167,7 @@ def build_images(client, pip_source: str = "wheelhouse", base_image: str | None 
 
     ``report`` receives one line a stage, such as ``wheelhouse: 91 wheels (35.2 s)``.
     """
-    with _one_build_at_a_time(report):
+    with one_build_at_a_time(report):
         if base_image is None:
             _timed(report, f"base image {DEFAULT_BASE_IMAGE}", lambda: build_base_image(client))
         if pip_source == "wheelhouse":

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from deploy.images import IMAGE, dangling_image_ids
+from deploy.images import IMAGE, dangling_image_ids, one_build_at_a_time
 
 TIER = "docker tier"  # the prefix of this tier's progress lines
 DANGLING_MADE_BY_BUILD = pytest.StashKey[set]()
@@ -40,9 +40,12 @@ def fltest_image(docker_client, progress, pytestconfig):
     The command runs as the README types it; each stage's line is shown as it ends (through
     ``progress``, not ``tier_report``: tests/ansible shares this fixture). The untagged images
     the build left behind, if any, are kept in ``pytestconfig.stash[DANGLING_MADE_BY_BUILD]``
-    for a test to check.
+    for a test to check; they are counted under the host's build lock, which every image build
+    of the kit and its tests holds, so another session's build in progress is not counted.
     """
-    before = dangling_image_ids(docker_client)
+    report = functools.partial(progress, TIER)
+    with one_build_at_a_time(report):  # another session's build in progress shows its newest step as untagged
+        before = dangling_image_ids(docker_client)
     build = subprocess.Popen([sys.executable, "-m", "deploy", "build"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     errors = []
     for line in build.stderr:  # the stages' lines, then any error; stdout: the wheelhouse's summary and the final line
@@ -54,5 +57,6 @@ def fltest_image(docker_client, progress, pytestconfig):
     output = build.stdout.read()
     assert build.wait() == 0, f"fltest-deploy build failed: {errors}"
     assert re.fullmatch(rf"built {re.escape(IMAGE)} \(\d+ MB\)", output.splitlines()[-1]), output
-    pytestconfig.stash[DANGLING_MADE_BY_BUILD] = dangling_image_ids(docker_client) - before
+    with one_build_at_a_time(report):
+        pytestconfig.stash[DANGLING_MADE_BY_BUILD] = dangling_image_ids(docker_client) - before
     return docker_client.images.get(IMAGE)
