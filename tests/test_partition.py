@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datasets
 import numpy as np
 import pytest
 from flwr_datasets import partitioner as fp
@@ -45,8 +46,9 @@ def _table():
 
 
 def _flwr_parts(make) -> list[np.ndarray]:
+    """The partition flwr-datasets draws on a plain table of the same columns (no format: as its users build one)."""
     partitioner = make()
-    partitioner.dataset = _table()
+    partitioner.dataset = datasets.Dataset.from_dict({ROW_COLUMN: np.arange(len(LABELS)), "label": LABELS, "writer": WRITERS, "score": SCORES})
     return [np.sort(np.asarray(partitioner.load_partition(i)[ROW_COLUMN])) for i in range(CLIENTS)]
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
+import pyarrow as pa
 
 from fltest.config.partitions import METHOD_ALIASES, PartitionConfig
 from fltest.errors import InputError
@@ -65,11 +66,15 @@ def partition_table(labels: np.ndarray, label: str, columns: Mapping[str, np.nda
     """The table a partitioner sees: ``label``, any ``columns`` it partitions by, and each row's position.
 
     ``label_feature``: the source's label type; a ``ClassLabel`` keeps its class names (the plot's legend).
+    The table is formatted as Arrow, so that ``table[column]``, which flwr-datasets' partitioners and
+    plot read, is one Arrow array: unformatted, datasets 4 gives a lazy column that numpy and
+    pandas read row by row (3 of the 5 s a 60,000-row partition and plot took).
     """
-    table = datasets.Dataset.from_dict({ROW_COLUMN: np.arange(len(labels)), label: labels, **(columns or {})})
+    data = {ROW_COLUMN: np.arange(len(labels)), label: labels, **(columns or {})}
+    features = datasets.Features.from_arrow_schema(pa.table(data).schema)
     if isinstance(label_feature, datasets.ClassLabel):
-        table = table.cast_column(label, label_feature)
-    return table
+        features[label] = label_feature
+    return datasets.Dataset.from_dict(data, features=features).with_format("arrow")
 
 
 def _check_drawable(config: PartitionConfig, num_rows: int, num_clients: int) -> None:

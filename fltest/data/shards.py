@@ -9,7 +9,7 @@ their data (a Ray cluster).
 
 Shards are the source's own rows, selected by index (Arrow, no conversion): features keep
 their dtype and shape (uint8 images stay uint8; an ``ArrayND`` is stored as fixed-length
-lists, :func:`fixed_size_features`) in columns ``x0``, ``x1``, ... and the label is ``y``.
+lists, :mod:`fltest.data.shard_rows`) in columns ``x0``, ``x1``, ... and the label is ``y``.
 They become float64 rows (flattened, joined, divided by the dataset's ``scale``) only when a
 client trains (:func:`dataset_arrays`).
 """
@@ -31,6 +31,7 @@ from datasets.table import InMemoryTable
 from tqdm import tqdm
 
 from fltest.config.schema import ExperimentConfig
+from fltest.data.shard_rows import SourceRows
 from fltest.data.plots import save_label_distribution
 from fltest.data.sources import label_array, load_source, source_fingerprint
 from fltest.data.split import Split, split_rows
@@ -146,27 +147,6 @@ def _shard_columns(source: datasets.Dataset, config: ExperimentConfig) -> datase
     return source.select_columns([*features, label]).rename_columns({old: new for old, new in names.items() if old != new})
 
 
-_ARRAY_TYPES = (datasets.Array2D, datasets.Array3D, datasets.Array4D, datasets.Array5D)
-
-
-def fixed_size_features(features: datasets.Features) -> datasets.Features:
-    """``features`` with every ``Array2D``..``Array5D`` as nested fixed-length lists of the same dtype and shape.
-
-    The datasets library stores an ``ArrayND`` as variable-length lists, with an offset for every
-    inner list (for 32x32x3 uint8 images, 4.2 KB of offsets beside 3 KB of pixels); fixed-length
-    lists store the values alone.
-    """
-    fixed = {}
-    for name, feature in features.items():
-        if isinstance(feature, _ARRAY_TYPES):
-            nested = datasets.Value(feature.dtype)
-            for length in reversed(feature.shape):
-                nested = datasets.Sequence(nested, length=length)
-            feature = nested
-        fixed[name] = feature
-    return datasets.Features(fixed)
-
-
 def _num_features(dataset: datasets.Dataset) -> int:
     """Numbers in one row's features (each column flattened)."""
     row = dataset.with_format("numpy")[0]
@@ -175,11 +155,10 @@ def _num_features(dataset: datasets.Dataset) -> int:
 
 def _write_shards(staging: Path, key: str, columns: datasets.Dataset, split: Split, num_clients: int) -> list[int]:
     """Write the test split and every client's rows with ``save_to_disk``, a progress bar over the clients; their sizes."""
-    schema = fixed_size_features(columns.features).arrow_schema
-    source_rows = columns.with_format("arrow")
+    source_rows = SourceRows.of(columns)
 
     def write(rows: np.ndarray, folder: Path) -> None:
-        part = source_rows[rows].cast(schema)  # Arrow's take and cast: this part only, in memory
+        part = source_rows.shard_table(rows)  # this part only, in memory
         fingerprint = hashlib.sha256(f"{key}/{folder.name}".encode()).hexdigest()[:32]  # from the key, not a hash of the data
         datasets.Dataset(InMemoryTable(part), fingerprint=fingerprint).save_to_disk(str(folder))
 
@@ -229,12 +208,12 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
         return cached, True
 
     labels = label_array(source, config.dataset.label)
-    split = split_rows(source, config, labels)
-    columns = _shard_columns(source, config)
+    datasets.disable_progress_bars()  # datasets' own bars (a label cast, each save): the shards' bar is enough
     staging = root.with_name(f"{key}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    datasets.disable_progress_bars()
     try:
+        split = split_rows(source, config, labels)
+        columns = _shard_columns(source, config)
+        shutil.rmtree(staging, ignore_errors=True)
         sizes = _write_shards(staging, key, columns, split, config.clients)
         save_label_distribution(split.partitioner, config, staging / LABEL_PLOT)
         meta = {
