@@ -16,9 +16,9 @@ log = logging.getLogger("fltest")
 
 def _validate(args: argparse.Namespace) -> int:
     from fltest.backends import backend_for
-    from fltest.config import load_config
+    from fltest.validate import check_config
 
-    config = load_config(args.config)
+    config = check_config(args.config)
     for run in config.runs:
         backend_for(run).check(config, run)
     print(f"{args.config}: valid ({len(config.runs)} runs, {config.clients} clients, {config.training.rounds} rounds)")
@@ -27,22 +27,25 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _prepare(args: argparse.Namespace) -> int:
     from fltest.backends import backend_for
-    from fltest.config import load_config
+    from fltest.config.loader import load_config, naming_the_file
     from fltest.runner import prepare
 
     config = load_config(args.config)
     storages = {args.storage} if args.storage else {backend_for(r).storage(config) for r in config.runs}
-    for storage in sorted(storages):
-        prepare(config, storage)
+    with naming_the_file(args.config):
+        for storage in sorted(storages):
+            prepare(config, storage)
     return 0
 
 
 def _partitions(args: argparse.Namespace) -> int:
     from fltest.backends.flwr_deployment.node_data import export_partition
-    from fltest.config import load_config
+    from fltest.config.loader import load_config, naming_the_file
     from fltest.runner import prepare
 
-    shards = prepare(load_config(args.config))
+    config = load_config(args.config)
+    with naming_the_file(args.config):
+        shards = prepare(config)
     out = Path(args.out)
     for partition_id in range(shards.num_clients):
         export_partition(shards, partition_id, out / f"partition-{partition_id}")
@@ -51,13 +54,14 @@ def _partitions(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fltest.config import load_config
+    from fltest.config.loader import load_config, naming_the_file
     from fltest.results.table import format_table
     from fltest.runner import run_experiment
 
     config = load_config(args.config)
     results_dir = Path(args.results_dir) if args.results_dir else config.output.dir
-    comparison = run_experiment(config, results_dir)
+    with naming_the_file(args.config):  # the data is checked as the shards are prepared
+        comparison = run_experiment(config, results_dir)
     print(format_table(comparison))
     print(f"results: {results_dir / config.name}")
     return 0 if all(r["status"] == "completed" for r in comparison["runs"]) else 1

@@ -13,6 +13,14 @@ class InputError(FLTestError):
     exit_code = 2
 
 
+class DataError(InputError):
+    """Bad input found in the data a config names (its columns, labels, a split that cannot be drawn).
+
+    The data code names the config field; a command names the config file in front
+    (:func:`fltest.config.loader.naming_the_file`).
+    """
+
+
 class BackendUnavailable(InputError):
     """A run asks for a framework that is not installed or not available here."""
 

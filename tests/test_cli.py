@@ -142,10 +142,11 @@ def test_nvflare_not_installed_is_exit_2_before_any_output(write_config, tmp_pat
 def test_a_hub_dataset_that_cannot_load_is_exit_2(write_config, tmp_path):
     data = base_config()
     data["dataset"] = {"source": "hub", "name": "no-such-org/no-such-dataset", "features": ["img"], "label": "label"}
-    result = fltest("run", str(write_config(data)), cwd=tmp_path)
+    path = write_config(data)
+    result = fltest("run", str(path), cwd=tmp_path)
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("fltest: error: dataset.name: cannot load 'no-such-org/no-such-dataset'")
+    assert last.startswith(f"fltest: error: {path}: dataset.name: cannot load 'no-such-org/no-such-dataset'")
     assert not (tmp_path / "results").exists()
 
 

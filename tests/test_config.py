@@ -9,6 +9,7 @@ import pytest
 
 from fltest.config import load_config
 from fltest.errors import InputError
+from fltest.validate import check_config
 from tests.conftest import REPO, base_config
 
 
@@ -54,11 +55,22 @@ BAD = [
 def test_bad_config_names_the_field(write_config, case, field, value, expected):
     path = write_config(_set(base_config(), field, value))
     with pytest.raises(InputError) as error:
-        load_config(path)
+        check_config(path)  # the loader's checks, then the data's (columns, the split)
     message = str(error.value)
     assert message.startswith(f"{path}: ")
     assert expected in message
     assert "\n" not in message
+
+
+def test_the_loader_reads_no_data_and_the_check_reads_it(write_config, tmp_path):
+    """``load_config`` parses and validates; the data it names is read by the data code (``check_config``, a run)."""
+    (tmp_path / "empty").mkdir()  # a folder, but no save_to_disk folder: only reading it tells
+    data = base_config()
+    data["dataset"] = {"source": "disk", "path": "empty", "features": ["image"], "label": "label"}
+    path = write_config(data)
+    assert load_config(path).dataset.path == tmp_path / "empty"
+    with pytest.raises(InputError, match=rf"^{path}: dataset.path: not a save_to_disk folder: {tmp_path / 'empty'}"):
+        check_config(path)
 
 
 def test_duplicate_run_names_are_refused(write_config):

@@ -97,9 +97,9 @@ def _status(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from deploy.ray_emulation.run_in_head import run_in_head
-    from fltest.config import load_config
+    from fltest.validate import check_config
 
-    config = load_config(args.config)  # bad input fails here, before the cluster is touched
+    config = check_config(args.config)  # bad input (the data too) fails here, before the cluster is touched
     head = _project(args).head(docker_client())
     return run_in_head(head, Path(args.config), config, Path(args.results_dir))
 

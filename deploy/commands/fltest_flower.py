@@ -42,11 +42,13 @@ def _tls(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from fltest.config.loader import load_config
+    from fltest.config.loader import load_config, naming_the_file
     from fltest.runner import prepare
 
-    federation = _federation(args)
-    federation.export_partitions(prepare(load_config(args.config)), _nodes(federation))
+    federation, config = _federation(args), load_config(args.config)
+    with naming_the_file(args.config):
+        shards = prepare(config)
+    federation.export_partitions(shards, _nodes(federation))
     print(f"{federation.path('FLOWER_DATA_DIR')}: one partition per SuperNode")
     return 0
 

@@ -55,12 +55,12 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
     ``results_dir`` defaults to the config's ``output.dir``; it is created here, as the invoking
     user, before the container mounts it.
     """
-    from fltest.config.loader import load_config
+    from fltest.validate import check_config
 
     cwd = Path.cwd()
     if cwd == Path("/"):
         raise InputError("fltest-flower run: run it from a folder other than / (relative paths are taken against it)")
-    config = load_config(config_path)
+    config = check_config(config_path)  # bad input (the data too) fails here, before any container
     mounts = host_paths(config, config_path, cwd)
     results = (cwd / (results_dir or Path(config.output.dir)).expanduser()).resolve()
     results.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -11,7 +13,7 @@ from pydantic import ValidationError
 from fltest.config.partitions import describe_partition_error, without_partition_method
 from fltest.config.runs import describe_run_error, without_run_kind
 from fltest.config.schema import ExperimentConfig
-from fltest.errors import InputError
+from fltest.errors import DataError, InputError
 from fltest.hooks import load_hooks
 
 
@@ -34,11 +36,13 @@ def _format_validation_error(path: Path, error: ValidationError, raw: dict) -> s
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
-    """Load and validate the config at ``path``.
+    """Load and validate the config at ``path``: its YAML, its schema, its paths and its hooks module.
 
     Relative ``dataset.path`` values are taken relative to the config file, whose
     folder is also put on ``sys.path`` so that a hooks module beside it imports.
-    Raises :class:`InputError` naming the file and field on any problem.
+    The data is not read here: :func:`fltest.validate.check_config` checks it too, and a
+    run checks it as it prepares the shards. Raises :class:`InputError` naming the file
+    and field on any problem.
     """
     path = Path(path)
     try:
@@ -70,11 +74,17 @@ def load_config(path: str | Path) -> ExperimentConfig:
         )
     if str(config_dir) not in sys.path:
         sys.path.insert(0, str(config_dir))
-    from fltest.data.split import check_local_data  # here: fltest.data imports the config's types
-
     try:
         load_hooks(config.hooks)
-        check_local_data(config)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     return config
+
+
+@contextlib.contextmanager
+def naming_the_file(path: str | Path) -> Iterator[None]:
+    """Put ``<path>: `` in front of a :class:`DataError` raised inside: the data code names the field, this the file."""
+    try:
+        yield
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
