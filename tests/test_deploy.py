@@ -14,6 +14,7 @@ import yaml
 import fltest
 from deploy.compose import compose_cli, compose_reason
 from deploy.flower_emulation.federation import FlowerFederation
+from deploy.images import CONTEXT_FILES, CONTEXT_FOLDERS, DOCKERFILE, REPO
 from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
@@ -331,3 +332,15 @@ def test_the_dashboard_forwarder_passes_bytes_both_ways_unchanged():
         return reply
 
     assert asyncio.run(exchange()) == b"GET /API/JOBS/\n"
+
+
+def test_the_image_build_sends_only_its_listed_files_so_no_key_or_token_reaches_an_image():
+    """What ``fltest-deploy build`` sends the engine (the SDK applies .dockerignore as docker does): the listed
+    files and folders and the wheelhouse, nothing else; compose/secrets/ (keys, the Ray token) never."""
+    from docker.utils.build import exclude_paths
+
+    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    sent = exclude_paths(str(REPO), patterns, DOCKERFILE)
+    allowed = set(CONTEXT_FILES)
+    assert sent and all(path in allowed or path.split("/")[0] in (*CONTEXT_FOLDERS, "wheelhouse") for path in sent), sorted(
+        path for path in sent if path not in allowed and path.split("/")[0] not in (*CONTEXT_FOLDERS, "wheelhouse"))
