@@ -18,7 +18,8 @@ import numpy as np
 
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import prepare_shards
-from fltest.model import train_local
+from fltest.fedavg import client_seed
+from fltest.model import load_model
 from fltest.params import load_params
 from fltest.runner import run_experiment
 
@@ -52,11 +53,12 @@ def _bare_numpy_per_round(config: ExperimentConfig, results: Path) -> float:
     shards, _ = prepare_shards(config)
     data = [shards.client_arrays(i) for i in range(shards.num_clients)]
     models = sorted((results / config.name / "reference" / "models").iterdir())
+    model = load_model(config.model)
     start = time.perf_counter()
-    for server_round, model in enumerate(models[:-1], start=1):
-        params = load_params(model)
+    for server_round, saved in enumerate(models[:-1], start=1):
+        params = load_params(saved)
         for pid, (x, y) in enumerate(data):
-            train_local(params, x, y, config.training, np.random.default_rng([config.seed, 3, server_round, pid]))
+            model.train(params, x, y, config.training, client_seed(config.seed, server_round, pid))
     return (time.perf_counter() - start) / config.training.rounds
 
 

@@ -13,10 +13,10 @@ class InputError(FLTestError):
     exit_code = 2
 
 
-class DataError(InputError):
-    """Bad input found in the data a config names (its columns, labels, a split that cannot be drawn).
+class FieldError(InputError):
+    """Bad input a config field leads to, found after the config was loaded: in the data it names, a user's model.
 
-    The data code names the config field; a command names the config file in front
+    The message names the field; a command names the config file in front
     (:func:`fltest.config.loader.naming_the_file`).
     """
 

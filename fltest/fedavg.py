@@ -14,7 +14,7 @@ import numpy as np
 
 from fltest.config.schema import ExperimentConfig
 from fltest.hooks import Hooks, Metrics, check_metrics
-from fltest.model import evaluate, train_local
+from fltest.model import Model, load_model
 from fltest.params import Params
 
 
@@ -37,6 +37,11 @@ class ClientUpdate:
     metrics: Metrics = field(default_factory=dict)
 
 
+def client_seed(seed: int, server_round: int, partition_id: int) -> int:
+    """The seed of one client's local training in one round, drawn from the experiment's seed."""
+    return int(np.random.SeedSequence([seed, 3, server_round, partition_id]).generate_state(1)[0])
+
+
 def client_update(
     config: ExperimentConfig,
     hooks: Hooks,
@@ -46,17 +51,16 @@ def client_update(
     x: np.ndarray,
     y: np.ndarray,
 ) -> ClientUpdate:
-    """Local training of one client in one round, with the user's hooks around it."""
+    """Local training of one client in one round (the config's model), with the user's hooks around it."""
     if hooks.before_local_training is not None:
         replaced = hooks.before_local_training(partition_id, server_round, x, y)
         if replaced is not None:
             x, y = replaced
-    rng = np.random.default_rng([config.seed, 3, server_round, partition_id])
-    result = train_local(params, x, y, config.training, rng)
-    metrics: Metrics = {"train_loss": result.train_loss, "steps": float(result.steps)}
+    result = load_model(config.model).train(params, x, y, config.training, client_seed(config.seed, server_round, partition_id))
+    metrics: Metrics = check_metrics("the model's train", result.metrics)
     if hooks.after_local_training is not None:
         extra = hooks.after_local_training(partition_id, server_round, params, result.params)
-        metrics.update(check_metrics("after_local_training", extra))
+        metrics.update(check_metrics("hook after_local_training", extra))
     return ClientUpdate(partition_id=partition_id, params=result.params, num_examples=len(y), metrics=metrics)
 
 
@@ -77,10 +81,11 @@ def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
     return params, metrics
 
 
-def evaluate_global(params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks) -> Metrics:
-    """Test loss and accuracy of the global model, plus the user's evaluation metrics."""
-    loss, accuracy, probabilities = evaluate(params, x, y)
-    metrics: Metrics = {"loss": loss, "accuracy": accuracy}
+def evaluate_global(model: Model, params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks) -> Metrics:
+    """Test loss and accuracy of the global model, the model's extra metrics, and the user's evaluation metrics."""
+    evaluation = model.evaluate(params, x, y)
+    metrics: Metrics = {"loss": float(evaluation.loss), "accuracy": float(evaluation.accuracy)}
+    metrics.update(check_metrics("the model's evaluate", evaluation.metrics))
     if hooks.evaluate_metrics is not None:
-        metrics.update(check_metrics("evaluate_metrics", hooks.evaluate_metrics(y, probabilities)))
+        metrics.update(check_metrics("hook evaluate_metrics", hooks.evaluate_metrics(y, evaluation.probabilities)))
     return metrics

@@ -3,7 +3,8 @@
 A hooks module may define any of these functions (all optional):
 
 ``before_local_training(partition_id, server_round, features, labels)``
-    Called on the client before local training. Return ``None`` to train on the
+    Called on the client before local training (``features`` keep each sample's shape, as
+    the model receives them: :mod:`fltest.model.contract`). Return ``None`` to train on the
     shard as it is, or a ``(features, labels)`` pair to train on instead.
 
 ``after_local_training(partition_id, server_round, old_params, new_params)``
@@ -19,16 +20,13 @@ Hooks must be deterministic for the backends to agree with the reference backend
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
 
 from fltest.errors import InputError
+from fltest.user_module import import_user_module
 
 Params = list[np.ndarray]
 Metrics = dict[str, float]
@@ -43,36 +41,11 @@ class Hooks:
     evaluate_metrics: Callable[[np.ndarray, np.ndarray], Metrics] | None = None
 
 
-def _import_failure(module_name: str, exc: BaseException) -> InputError:
-    """One line for a hooks module that raised while being imported: its file and line, and the error."""
-    if isinstance(exc, SyntaxError):
-        where, error = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
-    else:
-        spec = importlib.util.find_spec(module_name)
-        frames = traceback.extract_tb(exc.__traceback__)
-        own = [f for f in frames if spec is not None and f.filename == spec.origin] or frames
-        where = f"{own[-1].filename}, line {own[-1].lineno}"
-        error = "".join(traceback.format_exception_only(exc)).strip().splitlines()[-1]
-    return InputError(f"hooks: module {module_name!r} failed to import: {where}: {error}")
-
-
-def _import_module(module_name: str) -> ModuleType:
-    """Import the user's hooks module; whatever it does wrong on import becomes one :class:`InputError`."""
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            raise InputError(f"hooks: no module {module_name!r} beside the config or on sys.path") from None
-        raise _import_failure(module_name, exc) from None
-    except (Exception, SystemExit) as exc:  # the user's code may raise anything, even exit
-        raise _import_failure(module_name, exc) from None
-
-
 def load_hooks(module_name: str | None) -> Hooks:
     """Import ``module_name`` and collect the hook functions it defines."""
     if module_name is None:
         return Hooks()
-    module = _import_module(module_name)
+    module = import_user_module("hooks", module_name)
     found = {}
     for name in Hooks.__dataclass_fields__:
         function = getattr(module, name, None)
@@ -83,14 +56,14 @@ def load_hooks(module_name: str | None) -> Hooks:
 
 
 def check_metrics(source: str, metrics: object) -> Metrics:
-    """Validate a hook's returned metrics: a mapping of names to finite floats."""
+    """Validate returned metrics (``source``: who returned them, e.g. ``hook evaluate_metrics``): names to floats."""
     if metrics is None:
         return {}
     if not isinstance(metrics, dict):
-        raise TypeError(f"hook {source} must return a dict of metrics, got {type(metrics).__name__}")
+        raise TypeError(f"{source} must return a dict of metrics, got {type(metrics).__name__}")
     checked = {}
     for key, value in metrics.items():
         if not isinstance(key, str):
-            raise TypeError(f"hook {source} returned a metric name that is not a string: {key!r}")
+            raise TypeError(f"{source} returned a metric name that is not a string: {key!r}")
         checked[key] = float(value)
     return checked

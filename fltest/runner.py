@@ -19,7 +19,7 @@ from fltest.data.shards import LABEL_PLOT, ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError
 from fltest.fedavg import evaluate_global
 from fltest.hooks import Hooks, load_hooks
-from fltest.model import init_params
+from fltest.model import Model, initial_params, load_model
 from fltest.results.compare import compare_runs
 from fltest.results.recorder import RunRecorder
 from fltest.results.report import plot_report
@@ -45,9 +45,10 @@ def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
 class RecordedProgress:
     """A run's :class:`fltest.rounds.RunProgress`: evaluates each round's global model and records it."""
 
-    def __init__(self, recorder: RunRecorder, test: tuple[np.ndarray, np.ndarray], hooks: Hooks) -> None:
-        """Record into ``recorder``; evaluate on the ``test`` arrays with the ``hooks``' metrics."""
+    def __init__(self, recorder: RunRecorder, model: Model, test: tuple[np.ndarray, np.ndarray], hooks: Hooks) -> None:
+        """Record into ``recorder``; evaluate with ``model`` on the ``test`` arrays, with the ``hooks``' metrics."""
         self.recorder = recorder
+        self.model = model
         self.test = test
         self.hooks = hooks
 
@@ -57,7 +58,7 @@ class RecordedProgress:
 
     def round_done(self, result: RoundResult) -> None:
         """Evaluate the round's global model and record the round."""
-        metrics = evaluate_global(result.params, *self.test, self.hooks)
+        metrics = evaluate_global(self.model, result.params, *self.test, self.hooks)
         self.recorder.record_round(result.server_round, result.params, metrics, result.train_metrics, result.clients)
 
     def note(self, **info: Any) -> None:
@@ -83,10 +84,10 @@ def run_experiment(
     storages = {name: backend.storage(config) for name, backend in backends.items()}
     shard_sets = {storage: prepare(config, storage) for storage in dict.fromkeys(storages.values())}
     any_shards = next(iter(shard_sets.values()))
-    hooks = load_hooks(config.hooks)
+    hooks, model = load_hooks(config.hooks), load_model(config.model)
     test = any_shards.test_arrays()
-    initial = init_params(config.model, any_shards.num_features, any_shards.num_classes, config.seed)
-    initial_metrics = evaluate_global(initial, *test, hooks)
+    initial = initial_params(model, any_shards.feature_shape, any_shards.num_classes, config.seed)
+    initial_metrics = evaluate_global(model, initial, *test, hooks)
 
     experiment_dir = Path(results_dir).absolute() / config.name  # other processes write here too
     experiment_dir.mkdir(parents=True, exist_ok=True)
@@ -101,7 +102,7 @@ def run_experiment(
         recorder.record_round(0, initial, initial_metrics)
         log.info("run %s (%s): %d rounds, %d clients", run.name, run.framework, config.training.rounds, config.clients)
         try:
-            progress = RecordedProgress(recorder, test, hooks)
+            progress = RecordedProgress(recorder, model, test, hooks)
             backend.run(RunJob(config, run, shards, initial, hooks, recorder.run_dir, progress))
         except KeyboardInterrupt:
             recorder.finish("interrupted", "interrupted by the user")

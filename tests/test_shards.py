@@ -108,7 +108,8 @@ def test_shards_are_deterministic_and_cover_the_training_split(fresh_cache, tmp_
         x2, y2 = rebuilt.client_arrays(i)
         assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
     assert sum(shards.client_sizes) + shards.test_size == 1797
-    assert shards.num_features == 64 and shards.num_classes == 10
+    assert shards.feature_shape == (8, 8) and shards.num_classes == 10  # digits' 8x8 images keep their shape
+    assert first[0][0].shape == (shards.client_sizes[0], 8, 8)
     assert max(x.max() for x, _ in first) <= 1.0  # scaled by 16
 
 
@@ -160,9 +161,9 @@ def test_uint8_images_keep_their_dtype_and_shape_until_training(fresh_cache, tmp
     assert stored.shape == (len(shard), 8, 8, 3)
     assert any(np.array_equal(stored[0], image) for image in images)  # a source row, byte for byte
     x, y = shards.client_arrays(0)
-    assert x.dtype == np.float64 and x.shape == (len(shard), 192) and y.dtype == np.int64
-    assert np.array_equal(x, stored.reshape(len(shard), -1) / 255.0)  # float64 only here, scaled
-    assert shards.num_features == 192 and shards.num_classes == 4
+    assert x.dtype == np.float64 and x.shape == (len(shard), 8, 8, 3) and y.dtype == np.int64  # the images' shape, for a CNN
+    assert np.array_equal(x, stored / 255.0)  # float64 only here, scaled
+    assert shards.feature_shape == (8, 8, 3) and shards.num_classes == 4
     on_disk = sum(f.stat().st_size for f in (shards.root / "clients").rglob("*.arrow"))
     assert on_disk < 1.2 * images[: sum(shards.client_sizes)].nbytes  # uint8 values alone (float32 rows would be 4x)
 

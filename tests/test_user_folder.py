@@ -123,7 +123,7 @@ DISK_COLUMN_PROBLEMS = {
 }
 
 
-@pytest.mark.parametrize("command", ["validate", "prepare", "run"])
+@pytest.mark.parametrize("command", ["validate", "run"])
 @pytest.mark.parametrize("case", sorted(DISK_COLUMN_PROBLEMS))
 def test_the_columns_of_a_disk_dataset_are_checked_naming_the_file(tmp_path, case, command):
     import datasets
@@ -143,13 +143,14 @@ def test_the_columns_of_a_disk_dataset_are_checked_naming_the_file(tmp_path, cas
     assert not list((tmp_path / "hf-home").glob("datasets/fltest-shards/*"))  # no shard set, not even a half-written one
 
 
-def test_a_run_whose_split_cannot_be_drawn_is_one_line_naming_the_file(tmp_path):
-    """The data is checked once, as the run prepares its shards: one line naming file and field, nothing written."""
+@pytest.mark.parametrize("command", ["run", "prepare"])
+def test_a_split_that_cannot_be_drawn_is_one_line_naming_the_file(tmp_path, command):
+    """The data is checked once, as the shards are prepared: one line naming file and field, nothing written."""
     config_path = _user_folder(tmp_path, [REFERENCE])
     config = yaml.safe_load((tmp_path / config_path).read_text())
     config["partition"] = {"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 400}  # 4 clients, 1,438 training rows
     (tmp_path / config_path).write_text(yaml.safe_dump(config))
-    result = _run_in(tmp_path, "run", str(config_path))
+    result = _run_in(tmp_path, command, str(config_path))
     assert result.returncode == 2
     assert result.stderr.strip().startswith("fltest: error: exp.yaml: partition.alpha: Dirichlet(0.01) left a client with fewer than 400 samples")
     assert not (tmp_path / "results").exists()

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from fltest.config.partitions import describe_partition_error, without_partition_method
 from fltest.config.runs import describe_run_error, without_run_kind
 from fltest.config.schema import ExperimentConfig
-from fltest.errors import DataError, InputError
+from fltest.errors import FieldError, InputError
 from fltest.hooks import load_hooks
 
 
@@ -74,8 +74,11 @@ def load_config(path: str | Path) -> ExperimentConfig:
         )
     if str(config_dir) not in sys.path:
         sys.path.insert(0, str(config_dir))
+    from fltest.model.load import load_model  # here: fltest.model imports the config's types
+
     try:
         load_hooks(config.hooks)
+        load_model(config.model)  # a user's model module: imported and its functions found here
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     return config
@@ -83,8 +86,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
 
 @contextlib.contextmanager
 def naming_the_file(path: str | Path) -> Iterator[None]:
-    """Put ``<path>: `` in front of a :class:`DataError` raised inside: the data code names the field, this the file."""
+    """Put ``<path>: `` in front of a :class:`FieldError` raised inside: the data code names the field, this the file."""
     try:
         yield
-    except DataError as exc:
-        raise DataError(f"{path}: {exc}") from None
+    except FieldError as exc:
+        raise FieldError(f"{path}: {exc}") from None

@@ -50,13 +50,20 @@ class DatasetConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    """The numpy model: softmax regression (``logreg``) or an MLP with ReLU layers."""
+    """The model: the built-in numpy softmax regression (``logreg``) or MLP with ReLU layers, or a user's module.
+
+    ``module`` names a Python module beside the config (or on ``sys.path``) that implements
+    :mod:`fltest.model.contract`; it replaces ``type`` and ``hidden``.
+    """
 
     type: Literal["logreg", "mlp"] = "logreg"
     hidden: list[PositiveInt] = Field(default_factory=list)
+    module: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")] | None = None
 
     @model_validator(mode="after")
     def _hidden_fields(self) -> ModelConfig:
+        if self.module is not None and (self.type != "logreg" or self.hidden):  # logreg: the default, dumped with every config
+            raise ValueError("module: a model module replaces type and hidden; give one or the other")
         if self.type == "mlp" and not self.hidden:
             raise ValueError("hidden: an mlp needs at least one hidden layer size")
         if self.type == "logreg" and self.hidden:

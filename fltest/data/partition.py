@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from fltest.config.partitions import METHOD_ALIASES, PartitionConfig
-from fltest.errors import DataError
+from fltest.errors import FieldError
 
 if TYPE_CHECKING:
     from flwr_datasets.partitioner import Partitioner
@@ -81,16 +81,16 @@ def _check_drawable(config: PartitionConfig, num_rows: int, num_clients: int) ->
     """The checks whose failures FLTest words itself (flwr-datasets' own messages name no config field)."""
     method = _canonical(config.method)
     if num_clients > num_rows:
-        raise DataError(f"clients: {num_clients} clients but only {num_rows} training samples")
+        raise FieldError(f"clients: {num_clients} clients but only {num_rows} training samples")
     if method == "shard" and config.num_shards_per_partition is not None:
         shards = num_clients * config.num_shards_per_partition
         if shards > num_rows:
-            raise DataError(f"partition.shards_per_client: {shards} shards need at least as many training samples, there are {num_rows}")
+            raise FieldError(f"partition.shards_per_client: {shards} shards need at least as many training samples, there are {num_rows}")
     if method in ("size", "inner_dirichlet"):
         if len(config.partition_sizes) != num_clients:
-            raise DataError(f"partition.partition_sizes: {len(config.partition_sizes)} sizes for {num_clients} clients")
+            raise FieldError(f"partition.partition_sizes: {len(config.partition_sizes)} sizes for {num_clients} clients")
         if sum(config.partition_sizes) > num_rows:
-            raise DataError(f"partition.partition_sizes: {sum(config.partition_sizes)} rows asked, there are {num_rows} training samples")
+            raise FieldError(f"partition.partition_sizes: {sum(config.partition_sizes)} rows asked, there are {num_rows} training samples")
 
 
 def partition(table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int) -> list[np.ndarray]:
@@ -111,21 +111,21 @@ def client_positions(partitioner: Partitioner, num_clients: int, config: Partiti
 
     flwr-datasets draws once and keeps the draw in the partitioner, so drawing the label plot from
     the same partitioner afterwards repeats no draw. A partition that cannot be drawn is one
-    :class:`DataError` naming the field.
+    :class:`FieldError` naming the field.
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the Dirichlet partitioner warns at every redraw
             if partitioner.num_partitions != num_clients:
-                raise DataError(f"clients: {num_clients}, but partition.partition_by={config.by_column()!r} "
+                raise FieldError(f"clients: {num_clients}, but partition.partition_by={config.by_column()!r} "
                                  f"has {partitioner.num_partitions} distinct values (one client each)")  # fmt: skip
             parts = [np.sort(np.asarray(partitioner.load_partition(i)[ROW_COLUMN], dtype=np.int64)) for i in range(num_clients)]
     except ValueError as exc:
         if _canonical(config.method) == "dirichlet":
-            raise DataError(f"partition.alpha: Dirichlet({config.alpha}) left a client with fewer than "
+            raise FieldError(f"partition.alpha: Dirichlet({config.alpha}) left a client with fewer than "
                              f"{config.min_samples_per_client} samples in 10 draws; raise alpha or lower clients") from None  # fmt: skip
-        raise DataError(f"partition: {config.method}: {str(exc).strip().splitlines()[0]}") from None
+        raise FieldError(f"partition: {config.method}: {str(exc).strip().splitlines()[0]}") from None
     smallest = min(len(p) for p in parts)
     if smallest < config.min_samples_per_client:
-        raise DataError(f"clients: a client gets {smallest} samples, fewer than partition.min_samples_per_client={config.min_samples_per_client}")
+        raise FieldError(f"clients: a client gets {smallest} samples, fewer than partition.min_samples_per_client={config.min_samples_per_client}")
     return parts

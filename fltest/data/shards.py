@@ -37,7 +37,7 @@ from fltest.data.sources import label_array, load_source, source_fingerprint
 from fltest.data.split import Split, split_rows
 
 Storage = Literal["mmap", "memory"]
-FORMAT_VERSION = 2  # 2: the source's rows and dtypes (1: float32 rows); part of the key and of meta.json
+FORMAT_VERSION = 3  # 3: meta.json holds the feature shape; 2: the source's rows and dtypes; 1: float32 rows. In the key and meta.json
 LABEL_COLUMN = "y"
 LABEL_PLOT = "label_distribution.png"
 
@@ -82,7 +82,7 @@ class ShardSet:
     key: str
     storage: Storage
     num_clients: int
-    num_features: int
+    feature_shape: tuple[int, ...]  # one sample's, as training sees it (:func:`dataset_arrays`)
     scale: float
     num_classes: int
     client_sizes: tuple[int, ...]
@@ -115,29 +115,34 @@ class ShardSet:
 
 
 def dataset_arrays(dataset: datasets.Dataset, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """A shard ``Dataset`` as float64 rows (each feature column flattened, joined, divided by ``scale``) and int64 labels.
+    """A shard ``Dataset`` as float64 features divided by ``scale``, and int64 labels.
 
-    This is where features leave their stored dtype: only a client's own shard, when it trains.
+    One feature column keeps each sample's shape (``(n, 8, 8)``, ``(n, 32, 32, 3)``; a scalar
+    column is ``(n, 1)``); several are flattened and joined into rows. This is where features
+    leave their stored dtype: only a client's own shard, when it trains.
     """
     table = dataset.with_format("arrow")[:]  # the shard's rows as one Arrow table, in its stored types
-    parts = [_column_rows(dataset, table, name).astype(np.float64) for name in dataset.column_names if name != LABEL_COLUMN]
-    features = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-    return features / scale, _column_rows(dataset, table, LABEL_COLUMN).reshape(-1).astype(np.int64)
+    parts = [_column_values(dataset, table, name).astype(np.float64) for name in dataset.column_names if name != LABEL_COLUMN]
+    features = np.concatenate([p.reshape(len(p), -1) for p in parts], axis=1) if len(parts) > 1 else parts[0]
+    return features / scale, _column_values(dataset, table, LABEL_COLUMN).reshape(-1).astype(np.int64)
 
 
-def _column_rows(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.ndarray:
-    """Column ``name`` as one row of numbers a sample, in its stored dtype (nested lists and Array2D/3D flattened).
+def _column_values(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.ndarray:
+    """Column ``name`` as ``(rows, *shape)`` numbers in its stored dtype (nested lists of one length a level keep their shape).
 
     A column Arrow cannot hand over as numbers (an ``Image``, say) is decoded by the datasets library.
     """
-    column = table.column(name).combine_chunks()
+    column, shape = table.column(name).combine_chunks(), []
     if isinstance(column, pa.ExtensionArray):
         column = column.storage
     while pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type):
+        lengths = column.value_lengths().unique() if not pa.types.is_fixed_size_list(column.type) else pa.array([column.type.list_size])
+        shape.append(lengths[0].as_py() if len(lengths) == 1 else -1)  # -1: ragged, the row stays flat
         column = column.flatten()
     if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
-        return column.to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
-    return np.asarray(dataset.with_format("numpy", columns=[name])[:][name]).reshape(table.num_rows, -1)
+        values = column.to_numpy(zero_copy_only=False)
+        return values.reshape(table.num_rows, *shape) if shape and -1 not in shape else values.reshape(table.num_rows, -1)
+    return np.asarray(dataset.with_format("numpy", columns=[name])[:][name])
 
 
 def _shard_columns(source: datasets.Dataset, config: ExperimentConfig) -> datasets.Dataset:
@@ -147,10 +152,10 @@ def _shard_columns(source: datasets.Dataset, config: ExperimentConfig) -> datase
     return source.select_columns([*features, label]).rename_columns({old: new for old, new in names.items() if old != new})
 
 
-def _num_features(dataset: datasets.Dataset) -> int:
-    """Numbers in one row's features (each column flattened)."""
-    row = dataset.with_format("numpy")[0]
-    return int(sum(np.asarray(row[name]).size for name in dataset.column_names if name != LABEL_COLUMN))
+def _feature_shape(folder: Path, scale: float) -> tuple[int, ...]:
+    """One sample's feature shape as training sees it (:func:`dataset_arrays`), from the first row written in ``folder``."""
+    features, _ = dataset_arrays(datasets.load_from_disk(str(folder)).select([0]), scale)
+    return tuple(int(n) for n in features.shape[1:])
 
 
 def _write_shards(staging: Path, key: str, columns: datasets.Dataset, split: Split, num_clients: int) -> list[int]:
@@ -184,7 +189,7 @@ def _read_meta(root: Path, key: str, storage: Storage) -> ShardSet | None:
         key=key,
         storage=storage,
         num_clients=meta["num_clients"],
-        num_features=meta["num_features"],
+        feature_shape=tuple(meta["feature_shape"]),
         scale=meta["scale"],
         num_classes=meta["num_classes"],
         client_sizes=tuple(meta["client_sizes"]),
@@ -219,7 +224,7 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
         meta = {
             "format": FORMAT_VERSION,
             "num_clients": config.clients,
-            "num_features": _num_features(columns),
+            "feature_shape": list(_feature_shape(staging / "test", config.dataset.scale)),
             "scale": config.dataset.scale,
             "num_classes": int(labels[np.concatenate([split.train_rows, split.test_rows])].max()) + 1,
             "client_sizes": sizes,

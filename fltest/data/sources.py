@@ -6,7 +6,7 @@ import datasets
 import numpy as np
 
 from fltest.config.schema import DatasetConfig
-from fltest.errors import DataError
+from fltest.errors import FieldError
 
 
 def _digits() -> datasets.Dataset:
@@ -32,15 +32,15 @@ def load_source(config: DatasetConfig) -> datasets.Dataset:
         try:
             dataset = datasets.load_dataset(config.name, split=config.split, revision=config.revision)
         except Exception as exc:  # the hub client raises many types; all mean "cannot load"
-            raise DataError(f"dataset.name: cannot load {config.name!r} from the hub: {exc}") from None
+            raise FieldError(f"dataset.name: cannot load {config.name!r} from the hub: {exc}") from None
     else:
         try:
             loaded = datasets.load_from_disk(str(config.path))
         except (FileNotFoundError, ValueError) as exc:
-            raise DataError(f"dataset.path: not a save_to_disk folder: {config.path}: {exc}") from None
+            raise FieldError(f"dataset.path: not a save_to_disk folder: {config.path}: {exc}") from None
         if isinstance(loaded, datasets.DatasetDict):
             if config.split not in loaded:
-                raise DataError(
+                raise FieldError(
                     f"dataset.split: {config.split!r} not in {config.path} (has {sorted(loaded)})"
                 )
             loaded = loaded[config.split]
@@ -55,15 +55,15 @@ def _check_columns(dataset: datasets.Dataset, config: DatasetConfig) -> None:
     for field, names in (("features", config.features), ("label", [config.label])):
         for name in names:
             if name not in dataset.column_names:
-                raise DataError(f"dataset.{field}: column {name!r} not in the dataset (columns: {columns})")
+                raise FieldError(f"dataset.{field}: column {name!r} not in the dataset (columns: {columns})")
     label_type = dataset.features[config.label]
     if not isinstance(label_type, datasets.ClassLabel) and not (
         isinstance(label_type, datasets.Value) and label_type.dtype.startswith(("int", "uint"))
     ):
-        raise DataError(f"dataset.label: column {config.label!r} holds {label_type}, not integer class labels")
+        raise FieldError(f"dataset.label: column {config.label!r} holds {label_type}, not integer class labels")
     for name in config.features:
         if _holds_text(dataset.features[name]):
-            raise DataError(f"dataset.features: column {name!r} holds text, not numbers")
+            raise FieldError(f"dataset.features: column {name!r} holds text, not numbers")
 
 
 def _holds_text(feature: object) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 from fltest.config.schema import ExperimentConfig
 from fltest.data.partition import client_positions, partition_table, partitioner_on
 from fltest.data.sources import label_array, load_source, split_sizes
-from fltest.errors import DataError
+from fltest.errors import FieldError
 
 if TYPE_CHECKING:
     from flwr_datasets.partitioner import Partitioner
@@ -37,21 +37,21 @@ def _partition_columns(source: datasets.Dataset, config: ExperimentConfig, rows:
     if by is None:
         return {}
     if by not in source.column_names:
-        raise DataError(f"partition.partition_by: column {by!r} not in the dataset (columns: {', '.join(source.column_names)})")
+        raise FieldError(f"partition.partition_by: column {by!r} not in the dataset (columns: {', '.join(source.column_names)})")
     return {by: np.asarray(source.with_format("numpy", columns=[by])[:][by])[rows]}
 
 
 def split_rows(source: datasets.Dataset, config: ExperimentConfig, labels: np.ndarray | None = None) -> Split:
     """The seeded split of ``source``: test rows held out, the rest partitioned over the clients.
 
-    ``labels``: the source's label column, if already read. Raises :class:`DataError` naming
+    ``labels``: the source's label column, if already read. Raises :class:`FieldError` naming
     the field when the split cannot be drawn (too few samples, a partition that leaves a client short).
     """
     labels = label_array(source, config.dataset.label) if labels is None else labels
     rng = np.random.default_rng([config.seed, 0])
     num_train, num_test = split_sizes(len(labels), config.dataset)
     if num_train < 1:
-        raise DataError(f"dataset.test_fraction: leaves no training samples out of {len(labels)}")
+        raise FieldError(f"dataset.test_fraction: leaves no training samples out of {len(labels)}")
     order = rng.permutation(len(labels))[: num_train + num_test]
     test_rows, train_rows = np.sort(order[:num_test]), order[num_test:]
     label_feature = source.features[config.dataset.label]

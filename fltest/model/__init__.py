@@ -1,5 +1,6 @@
-"""Numpy models: softmax regression and a ReLU MLP, trained with minibatch SGD."""
+"""Models: the contract every model meets, FLTest's built-in numpy MLP, and loading the one a config names."""
 
-from fltest.model.numpy_mlp import evaluate, init_params, train_local
+from fltest.model.contract import Evaluation, LocalResult, Model
+from fltest.model.load import initial_params, load_model
 
-__all__ = ["evaluate", "init_params", "train_local"]
+__all__ = ["Evaluation", "LocalResult", "Model", "initial_params", "load_model"]

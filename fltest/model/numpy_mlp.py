@@ -1,27 +1,18 @@
-"""A float64 MLP in numpy; with no hidden layer it is softmax (logistic) regression.
+"""FLTest's built-in model: a float64 MLP in numpy; with no hidden layer it is softmax (logistic) regression.
 
-Parameters are a flat list ``[W1, b1, W2, b2, ...]``, the form every backend ships.
+Parameters are a flat list ``[W1, b1, W2, b2, ...]``, the form every backend ships. It takes
+each sample's features as one flat row, whatever their shape.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
 import numpy as np
 
-from fltest.config.schema import ModelConfig, TrainingConfig
+from fltest.config.schema import TrainingConfig
+from fltest.model.contract import Evaluation, LocalResult
 from fltest.params import Params
-
-
-def init_params(config: ModelConfig, num_features: int, num_classes: int, seed: int) -> Params:
-    """He-initialised weights and zero biases, from a generator seeded by ``seed``."""
-    rng = np.random.default_rng([seed, 1])
-    sizes = [num_features, *config.hidden, num_classes]
-    params: Params = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        params.append(rng.normal(0.0, np.sqrt(2.0 / fan_in), size=(fan_in, fan_out)))
-        params.append(np.zeros(fan_out))
-    return params
 
 
 def _forward(params: Params, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -56,44 +47,56 @@ def _gradients(params: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, Par
     return loss, grads
 
 
-@dataclass(frozen=True)
-class LocalResult:
-    """What local training returns: new parameters, the mean batch loss, the number of steps."""
-
-    params: Params
-    train_loss: float
-    steps: int
+def _rows(features: np.ndarray) -> np.ndarray:
+    """Each sample's features as one flat row."""
+    return features.reshape(len(features), -1)
 
 
-def train_local(params: Params, x: np.ndarray, y: np.ndarray, config: TrainingConfig, rng: np.random.Generator) -> LocalResult:
-    """Minibatch SGD from ``params`` for ``local_epochs`` epochs or ``local_steps`` steps.
+class NumpyMLP:
+    """The built-in model (``type: logreg`` or ``mlp``), an implementation of :mod:`fltest.model.contract`."""
 
-    Batches follow one shuffled order per epoch drawn from ``rng``; the input
-    parameters are not modified.
-    """
-    params = [p.copy() for p in params]
-    losses = []
-    steps = 0
-    max_steps = config.local_steps
-    epochs = config.local_epochs if max_steps is None else None
-    epoch = 0
-    while (epochs is not None and epoch < epochs) or (max_steps is not None and steps < max_steps):
-        order = rng.permutation(len(y))
-        for start in range(0, len(y), config.batch_size):
-            batch = order[start : start + config.batch_size]
-            loss, grads = _gradients(params, x[batch], y[batch])
-            for p, g in zip(params, grads):
-                p -= config.learning_rate * g
-            losses.append(loss)
-            steps += 1
-            if max_steps is not None and steps >= max_steps:
-                break
-        epoch += 1
-    return LocalResult(params=params, train_loss=float(np.mean(losses)), steps=steps)
+    def __init__(self, hidden: list[int]) -> None:
+        self.hidden = list(hidden)
 
+    def init_params(self, feature_shape: tuple[int, ...], num_classes: int, seed: int) -> Params:
+        """He-initialised weights and zero biases, from a generator seeded by ``seed``."""
+        rng = np.random.default_rng([seed, 1])
+        sizes = [math.prod(feature_shape), *self.hidden, num_classes]
+        params: Params = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            params.append(rng.normal(0.0, np.sqrt(2.0 / fan_in), size=(fan_in, fan_out)))
+            params.append(np.zeros(fan_out))
+        return params
 
-def evaluate(params: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """Cross-entropy loss, accuracy and class probabilities of ``params`` on ``(x, y)``."""
-    _, probabilities = _forward(params, x)
-    accuracy = float(np.mean(probabilities.argmax(axis=1) == y))
-    return _cross_entropy(probabilities, y), accuracy, probabilities
+    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
+        """Minibatch SGD from ``params`` for ``local_epochs`` epochs or ``local_steps`` steps.
+
+        Batches follow one shuffled order per epoch drawn from a generator seeded by ``seed``;
+        the input parameters are not modified. Metrics: ``train_loss`` (mean batch loss), ``steps``.
+        """
+        x, y, rng = _rows(features), labels, np.random.default_rng(seed)
+        params = [p.copy() for p in params]
+        losses = []
+        steps = 0
+        max_steps = training.local_steps
+        epochs = training.local_epochs if max_steps is None else None
+        epoch = 0
+        while (epochs is not None and epoch < epochs) or (max_steps is not None and steps < max_steps):
+            order = rng.permutation(len(y))
+            for start in range(0, len(y), training.batch_size):
+                batch = order[start : start + training.batch_size]
+                loss, grads = _gradients(params, x[batch], y[batch])
+                for p, g in zip(params, grads):
+                    p -= training.learning_rate * g
+                losses.append(loss)
+                steps += 1
+                if max_steps is not None and steps >= max_steps:
+                    break
+            epoch += 1
+        return LocalResult(params=params, metrics={"train_loss": float(np.mean(losses)), "steps": float(steps)})
+
+    def evaluate(self, params: Params, features: np.ndarray, labels: np.ndarray) -> Evaluation:
+        """Cross-entropy loss, accuracy and class probabilities of ``params`` on ``(features, labels)``."""
+        _, probabilities = _forward(params, _rows(features))
+        accuracy = float(np.mean(probabilities.argmax(axis=1) == labels))
+        return Evaluation(loss=_cross_entropy(probabilities, labels), accuracy=accuracy, probabilities=probabilities)

@@ -22,12 +22,12 @@ from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, NodeShard
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FLTestError
-from fltest.model import init_params
+from fltest.model import initial_params, load_model
 from fltest.rounds import RoundResult
 
 EXPERIMENT_KEY = "fltest-experiment"  # run-config keys
 SHARDS_KEY = "fltest-shards-key"
-FEATURES_KEY = "fltest-num-features"
+FEATURES_KEY = "fltest-feature-shape"  # one sample's, e.g. "8,8"
 CLASSES_KEY = "fltest-num-classes"
 
 server_app = ServerApp()
@@ -49,7 +49,8 @@ def server_main(grid: Grid, context: Context) -> None:
         mapping = discover_partitions(grid, config.clients, timeout, hosts)
         names = {node: f"SuperNode {host}" for node, host in hosts.items()}
         strategy = SelectedFedAvg(mapping, config.seed, config.training.fraction_fit, names)
-        initial = init_params(config.model, int(context.run_config[FEATURES_KEY]), int(context.run_config[CLASSES_KEY]), config.seed)
+        feature_shape = tuple(int(n) for n in str(context.run_config[FEATURES_KEY]).split(","))
+        initial = initial_params(load_model(config.model), feature_shape, int(context.run_config[CLASSES_KEY]), config.seed)
 
         def report(server_round: int, arrays) -> None:
             if server_round > 0:

@@ -46,7 +46,7 @@ def write_app_dir(folder: Path, config: ExperimentConfig, shards: ShardSet) -> P
     values = {
         EXPERIMENT_KEY: config.model_dump_json(),
         SHARDS_KEY: cache_key(config, EXPORT_STORAGE),  # what the nodes' exports carry, whatever ``shards`` is
-        FEATURES_KEY: shards.num_features,
+        FEATURES_KEY: ",".join(map(str, shards.feature_shape)),
         CLASSES_KEY: shards.num_classes,
     }
     lines = "\n".join(f'"{key}" = {json.dumps(value)}' for key, value in values.items())

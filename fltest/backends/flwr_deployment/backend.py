@@ -35,7 +35,7 @@ class FlwrDeploymentBackend(Backend):
     framework = "flwr"
 
     def check(self, config: ExperimentConfig, run: FlwrDeploymentRun) -> None:
-        """Refuse a CA file that is not there, and hooks (the schema checked the options)."""
+        """Refuse a CA file that is not there, hooks and a model module (the schema checked the options)."""
         ca = _root_certificates(run)
         try:
             found = ca.is_file()
@@ -45,6 +45,8 @@ class FlwrDeploymentBackend(Backend):
             raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
         if config.hooks:
             raise InputError(f"hooks: not supported with mode deployment (the SuperNodes cannot import {config.hooks!r})")
+        if config.model.module:
+            raise InputError(f"model.module: not supported with mode deployment (the SuperNodes cannot import {config.model.module!r})")
 
     def run(self, job: RunJob) -> None:
         """Submit the run, report each round as its line arrives; a failed run raises :class:`RunFailed`."""

@@ -1,0 +1,122 @@
+"""A user's own model (the model contract, fltest.model.contract) from a module beside the config, on every backend.
+
+The module here trains a softmax layer whose weights have the images' own shape (8x8 pixels
+by 10 classes): it works only if every backend hands it features shaped ``(n, 8, 8)``, as the
+contract promises, not flat rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from fltest.params import load_params
+from tests.conformance import TOLERANCE
+from tests.test_user_folder import BACKENDS, REFERENCE, _run_in, _user_folder
+
+MODEL = '''
+"""A softmax layer over 8x8 images, its weights shaped like them: (8, 8, classes)."""
+import numpy as np
+from fltest.model import Evaluation, LocalResult
+
+
+def init_params(feature_shape, num_classes, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(0.0, 0.01, size=(*feature_shape, num_classes)), np.zeros(num_classes)]
+
+
+def _probabilities(params, features):
+    logits = np.tensordot(features, params[0], axes=([1, 2], [0, 1])) + params[1]  # needs (n, 8, 8)
+    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def train(params, features, labels, training, seed):
+    weights, bias = params[0].copy(), params[1].copy()
+    order = np.random.default_rng(seed).permutation(len(labels))
+    for start in range(0, len(labels), training.batch_size):
+        batch = order[start : start + training.batch_size]
+        delta = _probabilities([weights, bias], features[batch])
+        delta[np.arange(len(batch)), labels[batch]] -= 1.0
+        weights -= training.learning_rate * np.tensordot(features[batch], delta, axes=([0], [0])) / len(batch)
+        bias -= training.learning_rate * delta.mean(axis=0)
+    return LocalResult([weights, bias], {"batches": float(-(-len(labels) // training.batch_size))})
+
+
+def evaluate(params, features, labels):
+    probabilities = _probabilities(params, features)
+    loss = float(-np.mean(np.log(probabilities[np.arange(len(labels)), labels] + 1e-12)))
+    return Evaluation(loss, float(np.mean(probabilities.argmax(axis=1) == labels)), probabilities, {"mean_confidence": float(probabilities.max(axis=1).mean())})
+'''
+
+
+def _with_model(folder, runs, body: str = MODEL, **model):
+    """The user folder of tests/test_user_folder.py, with ``my_model.py`` beside the config and named by it."""
+    config_path = _user_folder(folder, runs)
+    (folder / "my_model.py").write_text(body)
+    config = yaml.safe_load((folder / config_path).read_text())
+    config["model"] = {"module": "my_model", **model}
+    (folder / config_path).write_text(yaml.safe_dump(config, sort_keys=False))
+    return config_path
+
+
+@pytest.mark.parametrize("run", BACKENDS)
+def test_a_model_module_beside_the_config_trains_on_every_backend_with_shaped_features(tmp_path, run):
+    result = _run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE, run])))
+    assert result.returncode == 0, result.stderr[-3000:]
+    experiment = tmp_path / "results" / "user-folder"
+    summary = json.loads((experiment / run["name"] / "summary.json").read_text())
+    assert summary["status"] == "completed", summary["error"]
+    assert summary["final"]["accuracy"] > 0.5 and "mean_confidence" in summary["final"]  # the model's own metric
+    assert "macro_f1" in summary["final"]  # the hooks still see the model's probabilities
+    final = load_params(experiment / run["name"] / "model_final.npz")
+    assert [p.shape for p in final] == [(8, 8, 10), (10,)]  # the image-shaped weights the module made
+    rounds = [json.loads(line) for line in (experiment / run["name"] / "metrics.jsonl").read_text().splitlines()]
+    assert rounds[-1]["train"]["batches"] > 0  # the model's train metrics, averaged over clients
+    comparison = json.loads((experiment / "comparison.json").read_text())
+    row = next(r for r in comparison["runs"] if r["run"] == run["name"])
+    assert row["max_param_diff_vs_reference"] <= TOLERANCE
+
+
+BROKEN_MODELS = {
+    "no train function": (MODEL.replace("def train(", "def fit("), "model.module: my_model.train is missing or not a function"),
+    "raises on import": ("import numpy\nRATE = 1 / 0\n", "model.module: module 'my_model' failed to import: "),
+    "init_params raises": (MODEL.replace("    rng = np.random", "    rng = numpy.random"),
+                           "model.module: my_model.init_params raised: "),
+    "init_params returns no arrays": (MODEL.replace("    return [rng.normal", "    return 3 or [rng.normal"),
+                                      "model.module: init_params must return a non-empty list of numeric numpy arrays, got int"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_MODELS))
+def test_a_broken_model_module_is_one_line_naming_the_file_and_exit_2(tmp_path, case):
+    body, message = BROKEN_MODELS[case]
+    result = _run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], body)))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"fltest: error: exp.yaml: {message}"), lines  # init_params: after the shards' progress lines
+    assert not any("error" in line or "Traceback" in line for line in lines[:-1]), lines
+    if case == "init_params raises":
+        assert lines[-1].endswith(f"{tmp_path / 'my_model.py'}, line 8: NameError: name 'numpy' is not defined"), lines
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_model_module_with_type_or_hidden_is_refused(tmp_path):
+    result = _run_in(tmp_path, "validate", str(_with_model(tmp_path, [REFERENCE], type="mlp", hidden=[8])))
+    assert result.returncode == 2
+    assert result.stderr.strip() == "fltest: error: exp.yaml: model.module: a model module replaces type and hidden; give one or the other"
+
+
+def test_a_deployment_run_refuses_a_model_module(tmp_path):
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not checked here\n")
+    flower = {"name": "flower", "framework": "flwr", "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)}}
+    config_path = _with_model(tmp_path, [REFERENCE, flower])
+    config = yaml.safe_load((tmp_path / config_path).read_text())
+    config.pop("hooks")  # refused too, and checked first
+    (tmp_path / config_path).write_text(yaml.safe_dump(config, sort_keys=False))
+    result = _run_in(tmp_path, "validate", str(config_path))
+    assert result.returncode == 2
+    assert "model.module: not supported with mode deployment (the SuperNodes cannot import 'my_model')" in result.stderr
