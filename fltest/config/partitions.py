@@ -1,7 +1,8 @@
 """How the training rows are split over clients: Flower Datasets' partitioners, by their names and parameters.
 
 One pydantic model a partitioner, discriminated by ``method``; each names the flwr-datasets
-class it builds (:mod:`fltest.data.partition`) and the parameters it passes. Parameters keep
+class it builds and gives the parameters it passes (:meth:`_Partition.flwr_params`), so that
+adding a partitioner touches one class here. Parameters keep
 flwr-datasets' names and defaults; ``shards`` with ``shards_per_client`` (FLTest's earlier
 spelling) stays accepted. ``min_samples_per_client`` is FLTest's floor for every method; the
 Dirichlet partitioners redraw until it holds (flwr-datasets' ``min_partition_size``).
@@ -9,7 +10,7 @@ Dirichlet partitioners redraw until it holds (flwr-datasets' ``min_partition_siz
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Discriminator, Field, PositiveInt, StrictBool, Tag
 
@@ -31,38 +32,60 @@ class _Partition(BaseModel):
 
     min_samples_per_client: PositiveInt = Field(1, validation_alias=AliasChoices("min_samples_per_client", "min_partition_size"))
 
+    flwr_class: ClassVar[str]  # the flwr_datasets.partitioner class built
+    partitions_by_label: ClassVar[bool] = False  # the label column is its partition_by
+    sized_by_client_count: ClassVar[bool] = True  # it takes num_partitions (the others: a size each, or a column's values)
+    seeded: ClassVar[bool] = False  # it draws at random: the experiment's seed is its seed
+
     def by_column(self) -> str | None:
         """The column (besides the label) the partitioner reads, if any."""
         return getattr(self, "partition_by", None)
+
+    def flwr_params(self, num_clients: int, label: str, seed: int) -> dict[str, Any]:
+        """The keyword arguments of :attr:`flwr_class` for ``num_clients`` clients, label column ``label``, ``seed``."""
+        params = self.model_dump(exclude={"method", "min_samples_per_client"})
+        if self.partitions_by_label:
+            params["partition_by"] = label
+        if self.sized_by_client_count:
+            params["num_partitions"] = num_clients
+        if self.seeded:
+            params["seed"] = seed
+        return params
 
 
 class IidPartition(_Partition):
     """``IidPartitioner``: near-equal parts of the shuffled training rows."""
 
+    flwr_class = "IidPartitioner"
     method: Literal["iid"] = "iid"
 
 
 class LinearPartition(_Partition):
     """``LinearPartitioner``: client ``i``'s size proportional to ``i + 1``."""
 
+    flwr_class = "LinearPartitioner"
     method: Literal["linear"]
 
 
 class SquarePartition(_Partition):
     """``SquarePartitioner``: client ``i``'s size proportional to ``(i + 1) ** 2``."""
 
+    flwr_class = "SquarePartitioner"
     method: Literal["square"]
 
 
 class ExponentialPartition(_Partition):
     """``ExponentialPartitioner``: client ``i``'s size proportional to ``e ** i``."""
 
+    flwr_class = "ExponentialPartitioner"
     method: Literal["exponential"]
 
 
 class SizePartition(_Partition):
     """``SizePartitioner``: the given row count for each client (their sum at most the training rows)."""
 
+    flwr_class = "SizePartitioner"
+    sized_by_client_count = False
     method: Literal["size"]
     partition_sizes: list[PositiveInt] = Field(min_length=1)
 
@@ -70,15 +93,26 @@ class SizePartition(_Partition):
 class DirichletPartition(_Partition):
     """``DirichletPartitioner``: each class spread over clients in proportions drawn from Dirichlet(``alpha``)."""
 
+    flwr_class = "DirichletPartitioner"
+    partitions_by_label = True
+    seeded = True
     method: Literal["dirichlet"]
     alpha: Alpha
     self_balancing: StrictBool = False
     shuffle: StrictBool = True
 
+    def flwr_params(self, num_clients: int, label: str, seed: int) -> dict[str, Any]:
+        """As every partitioner's, and FLTest's floor as flwr-datasets' ``min_partition_size`` (it redraws until it holds)."""
+        return {**super().flwr_params(num_clients, label, seed), "min_partition_size": self.min_samples_per_client}
+
 
 class InnerDirichletPartition(_Partition):
     """``InnerDirichletPartitioner``: given client sizes, each client's classes drawn from Dirichlet(``alpha``)."""
 
+    flwr_class = "InnerDirichletPartitioner"
+    partitions_by_label = True
+    sized_by_client_count = False
+    seeded = True
     method: Literal["inner_dirichlet", "inner-dirichlet"]
     partition_sizes: list[PositiveInt] = Field(min_length=1)
     alpha: Alpha
@@ -88,6 +122,9 @@ class InnerDirichletPartition(_Partition):
 class ShardPartition(_Partition):
     """``ShardPartitioner``: rows sorted by label cut into shards, dealt out ``num_shards_per_partition`` a client."""
 
+    flwr_class = "ShardPartitioner"
+    partitions_by_label = True
+    seeded = True
     method: Literal["shard", "shards"]
     num_shards_per_partition: PositiveInt | None = Field(
         None, validation_alias=AliasChoices("num_shards_per_partition", "shards_per_client"))  # fmt: skip
@@ -99,6 +136,9 @@ class ShardPartition(_Partition):
 class PathologicalPartition(_Partition):
     """``PathologicalPartitioner``: each client holds ``num_classes_per_partition`` classes."""
 
+    flwr_class = "PathologicalPartitioner"
+    partitions_by_label = True
+    seeded = True
     method: Literal["pathological"]
     num_classes_per_partition: PositiveInt
     class_assignment_mode: Literal["random", "deterministic", "first-deterministic"] = "random"
@@ -108,6 +148,8 @@ class PathologicalPartition(_Partition):
 class NaturalIdPartition(_Partition):
     """``NaturalIdPartitioner``: one client per distinct value of column ``partition_by`` (e.g. a writer id)."""
 
+    flwr_class = "NaturalIdPartitioner"
+    sized_by_client_count = False
     method: Literal["natural_id", "natural-id"]
     partition_by: str
 
@@ -115,6 +157,8 @@ class NaturalIdPartition(_Partition):
 class ContinuousPartition(_Partition):
     """``ContinuousPartitioner``: rows ordered by the numeric column ``partition_by``, ``strictness`` in [0, 1]."""
 
+    flwr_class = "ContinuousPartitioner"
+    seeded = True
     method: Literal["continuous"]
     partition_by: str
     strictness: Annotated[float, Field(ge=0, le=1)]

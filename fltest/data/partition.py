@@ -23,14 +23,6 @@ if TYPE_CHECKING:
     from flwr_datasets.partitioner import Partitioner
 
 ROW_COLUMN = "__fltest_row__"  # each training row's position in the partition table
-_FLWR_CLASS = {
-    "iid": "IidPartitioner", "linear": "LinearPartitioner", "square": "SquarePartitioner",
-    "exponential": "ExponentialPartitioner", "size": "SizePartitioner", "dirichlet": "DirichletPartitioner",
-    "inner_dirichlet": "InnerDirichletPartitioner", "shard": "ShardPartitioner",
-    "pathological": "PathologicalPartitioner", "natural_id": "NaturalIdPartitioner",
-    "continuous": "ContinuousPartitioner",
-}  # fmt: skip
-_SEEDED = ("dirichlet", "inner_dirichlet", "shard", "pathological", "continuous")
 
 
 def _canonical(method: str) -> str:
@@ -48,17 +40,7 @@ def flwr_partitioner(config: PartitionConfig, num_clients: int, label: str, seed
     """
     from flwr_datasets import partitioner as fp
 
-    method = _canonical(config.method)
-    params = config.model_dump(exclude={"method", "min_samples_per_client"})
-    if method in ("dirichlet", "inner_dirichlet", "shard", "pathological"):
-        params["partition_by"] = label
-    if method == "dirichlet":
-        params["min_partition_size"] = config.min_samples_per_client
-    if method not in ("size", "inner_dirichlet", "natural_id"):
-        params["num_partitions"] = num_clients
-    if method in _SEEDED:
-        params["seed"] = seed
-    return getattr(fp, _FLWR_CLASS[method])(**params)
+    return getattr(fp, config.flwr_class)(**config.flwr_params(num_clients, label, seed))
 
 
 def partition_table(labels: np.ndarray, label: str, columns: Mapping[str, np.ndarray] | None = None,
