@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fltest.errors import InputError
+from fltest.params import Params
 from fltest.user_module import import_user_module
 
-Params = list[np.ndarray]
 Metrics = dict[str, float]
 
 

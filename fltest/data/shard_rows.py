@@ -52,10 +52,10 @@ def fixed_size_table(table: pa.Table, features: datasets.Features) -> pa.Table:
     columns = []
     for field, column in zip(schema, table.columns):
         feature = features[field.name]
-        regroup = isinstance(feature, _ARRAY_TYPES) and None not in feature.shape and column.null_count == 0
-        if regroup:
-            column = pa.chunked_array([_fixed_size_chunk(chunk, feature.shape) for chunk in column.chunks], type=field.type)
-        columns.append(column if regroup else column.cast(field.type))
+        if isinstance(feature, _ARRAY_TYPES) and None not in feature.shape and column.null_count == 0:
+            columns.append(pa.chunked_array([_fixed_size_chunk(chunk, feature.shape) for chunk in column.chunks], type=field.type))
+        else:
+            columns.append(column.cast(field.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 

@@ -10,8 +10,8 @@ their data (a Ray cluster).
 Shards are the source's own rows, selected by index (Arrow, no conversion): features keep
 their dtype and shape (uint8 images stay uint8; an ``ArrayND`` is stored as fixed-length
 lists, :mod:`fltest.data.shard_rows`) in columns ``x0``, ``x1``, ... and the label is ``y``.
-They become float64 rows (flattened, joined, divided by the dataset's ``scale``) only when a
-client trains (:func:`dataset_arrays`).
+They become float64 (divided by the dataset's ``scale``; one feature column keeps each sample's
+shape, several are flattened and joined into rows) only when a client trains (:func:`dataset_arrays`).
 """
 
 from __future__ import annotations
@@ -136,8 +136,11 @@ def _column_values(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.
     if isinstance(column, pa.ExtensionArray):
         column = column.storage
     while pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type):
-        lengths = column.value_lengths().unique() if not pa.types.is_fixed_size_list(column.type) else pa.array([column.type.list_size])
-        shape.append(lengths[0].as_py() if len(lengths) == 1 else -1)  # -1: ragged, the row stays flat
+        if pa.types.is_fixed_size_list(column.type):
+            shape.append(column.type.list_size)
+        else:
+            lengths = column.value_lengths().unique()
+            shape.append(lengths[0].as_py() if len(lengths) == 1 else -1)  # -1: ragged, the row stays flat
         column = column.flatten()
     if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
         values = column.to_numpy(zero_copy_only=False)
