@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from fltest.config.schema import TrainingConfig
+from fltest.model.batches import local_batches
 from fltest.model.contract import Evaluation, LocalResult
 from fltest.params import Params
 
@@ -71,29 +72,18 @@ class NumpyMLP:
     def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
         """Minibatch SGD from ``params`` for ``local_epochs`` epochs or ``local_steps`` steps.
 
-        Batches follow one shuffled order per epoch drawn from a generator seeded by ``seed``;
-        the input parameters are not modified. Metrics: ``train_loss`` (mean batch loss), ``steps``.
+        Batches come from :func:`~fltest.model.batches.local_batches` (seeded by ``seed``); the
+        input parameters are not modified. Metrics: ``train_loss`` (mean batch loss), ``steps``.
         """
-        x, y, rng = _rows(features), labels, np.random.default_rng(seed)
+        x, y = _rows(features), labels
         params = [p.copy() for p in params]
         losses = []
-        steps = 0
-        max_steps = training.local_steps
-        epochs = training.local_epochs if max_steps is None else None
-        epoch = 0
-        while (epochs is not None and epoch < epochs) or (max_steps is not None and steps < max_steps):
-            order = rng.permutation(len(y))
-            for start in range(0, len(y), training.batch_size):
-                batch = order[start : start + training.batch_size]
-                loss, grads = _gradients(params, x[batch], y[batch])
-                for p, g in zip(params, grads):
-                    p -= training.learning_rate * g
-                losses.append(loss)
-                steps += 1
-                if max_steps is not None and steps >= max_steps:
-                    break
-            epoch += 1
-        return LocalResult(params=params, metrics={"train_loss": float(np.mean(losses)), "steps": float(steps)})
+        for batch in local_batches(len(y), training, seed):
+            loss, grads = _gradients(params, x[batch], y[batch])
+            for p, g in zip(params, grads):
+                p -= training.learning_rate * g
+            losses.append(loss)
+        return LocalResult(params=params, metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))})
 
     def evaluate(self, params: Params, features: np.ndarray, labels: np.ndarray) -> Evaluation:
         """Cross-entropy loss, accuracy and class probabilities of ``params`` on ``(features, labels)``."""

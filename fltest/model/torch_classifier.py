@@ -1,0 +1,155 @@
+"""Any PyTorch classifier as an FLTest model (the ``torch`` extra), trained deterministically on the CPU.
+
+A user's model module builds the network and hands it to :class:`TorchClassifier`, whose three
+methods are the contract's functions::
+
+    from torch import nn
+    from fltest.model.torch_classifier import TorchClassifier
+
+    def network(input_shape, num_classes):
+        return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+
+    init_params, train, evaluate = TorchClassifier(network).contract()
+
+The parameters FLTest ships are the network's ``state_dict()`` values in their order (buffers
+such as BatchNorm's running statistics included), as float64 arrays. Images reach the network
+channels first: features shaped ``(n, H, W)`` become ``(n, 1, H, W)``, ``(n, H, W, C)`` become
+``(n, C, H, W)``; flat rows stay ``(n, d)``. The number of classes is read back from the last
+parameter's first dimension, so the network must end in its output layer (``nn.Linear(..., num_classes)``).
+
+Determinism: training and evaluation run with ``torch.use_deterministic_algorithms(True)`` on a
+fixed number of CPU threads (one by default: a reduction split over more threads may round
+differently), with PyTorch's random generator seeded from the round's seed for initialisation and
+dropout, and minibatches from :func:`~fltest.model.batches.local_batches`. The process's own
+settings are restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from fltest.config.schema import TrainingConfig
+from fltest.model.batches import local_batches
+from fltest.model.contract import Evaluation, LocalResult
+from fltest.params import Params
+
+NetworkFactory = Callable[[tuple[int, ...], int], nn.Module]  # (input shape, channels first; number of classes) -> network
+OptimizerFactory = Callable[[list[nn.Parameter], float], torch.optim.Optimizer]  # (parameters, learning rate) -> optimizer
+
+
+def channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """One sample's feature shape as the network sees it: ``(H, W)`` -> ``(1, H, W)``, ``(H, W, C)`` -> ``(C, H, W)``."""
+    if len(shape) == 2:
+        return (1, *shape)
+    if len(shape) == 3:
+        return (shape[2], shape[0], shape[1])
+    return tuple(shape)
+
+
+def _inputs(features: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """``features`` (float64, one sample's shape after the first axis) as a channels-first tensor of ``dtype``."""
+    tensor = torch.from_numpy(np.ascontiguousarray(features)).to(dtype)
+    if tensor.dim() == 3:
+        return tensor.unsqueeze(1)
+    if tensor.dim() == 4:
+        return tensor.permute(0, 3, 1, 2).contiguous()
+    return tensor
+
+
+@contextlib.contextmanager
+def deterministic(threads: int, seed: int) -> Iterator[None]:
+    """Deterministic algorithms on ``threads`` CPU threads, PyTorch's generator seeded by ``seed``; all restored after."""
+    was_deterministic, was_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(threads)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+        torch.set_num_threads(was_threads)
+
+
+def _sgd(parameters: list[nn.Parameter], learning_rate: float) -> torch.optim.Optimizer:
+    """Plain SGD, FLTest's default optimizer (the same update as the built-in numpy model)."""
+    return torch.optim.SGD(parameters, lr=learning_rate)
+
+
+class TorchClassifier:
+    """A PyTorch classifier behind FLTest's model contract (:mod:`fltest.model.contract`).
+
+    ``network(input_shape, num_classes)`` builds the network (``input_shape`` channels first, see
+    :func:`channels_first`); ``optimizer(parameters, learning_rate)`` builds a fresh optimizer
+    each round (plain SGD by default); ``dtype`` is the network's floating type; ``threads`` the
+    CPU threads training uses.
+    """
+
+    def __init__(self, network: NetworkFactory, optimizer: OptimizerFactory = _sgd, dtype: torch.dtype = torch.float32,
+                 threads: int = 1) -> None:  # fmt: skip
+        self.network = network
+        self.optimizer = optimizer
+        self.dtype = dtype
+        self.threads = threads
+
+    def contract(self) -> tuple[Callable[..., Params], Callable[..., LocalResult], Callable[..., Evaluation]]:
+        """``(init_params, train, evaluate)``: what a model module binds at top level."""
+        return self.init_params, self.train, self.evaluate
+
+    def _build(self, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+        return self.network(input_shape, num_classes).to(self.dtype)
+
+    def _network_with(self, params: Params, features: np.ndarray) -> nn.Module:
+        """The network for ``features``' sample shape, holding ``params``."""
+        network = self._build(channels_first(features.shape[1:]), int(params[-1].shape[0]))
+        state = network.state_dict()
+        shapes = [tuple(tensor.shape) for tensor in state.values()]
+        if shapes != [p.shape for p in params]:
+            raise ValueError(f"the network's parameters are shaped {shapes}, the parameters given {[p.shape for p in params]}: "
+                             "does the network end in its output layer, sized by num_classes?")  # fmt: skip
+        network.load_state_dict({name: torch.from_numpy(p).to(tensor.dtype) for (name, tensor), p in zip(state.items(), params)})
+        return network
+
+    def init_params(self, feature_shape: tuple[int, ...], num_classes: int, seed: int) -> Params:
+        """The network's own initialisation (PyTorch's defaults), with PyTorch's generator seeded by ``seed``."""
+        with deterministic(self.threads, seed):
+            network = self._build(channels_first(tuple(feature_shape)), num_classes)
+        return _params_of(network)
+
+    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
+        """Minibatch training from ``params`` with the optimizer, cross-entropy loss; metrics ``train_loss``, ``steps``."""
+        with deterministic(self.threads, seed):
+            network = self._network_with(params, features)
+            optimizer = self.optimizer(list(network.parameters()), training.learning_rate)
+            inputs, targets = _inputs(features, self.dtype), torch.from_numpy(labels.astype(np.int64))
+            network.train()
+            losses = []
+            for batch in local_batches(len(labels), training, seed):
+                index = torch.from_numpy(batch)
+                optimizer.zero_grad()
+                loss = nn.functional.cross_entropy(network(inputs[index]), targets[index])
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+        return LocalResult(params=_params_of(network), metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))})
+
+    def evaluate(self, params: Params, features: np.ndarray, labels: np.ndarray) -> Evaluation:
+        """Cross-entropy loss, accuracy and softmax probabilities of ``params`` on ``(features, labels)``."""
+        with deterministic(self.threads, 0), torch.no_grad():
+            network = self._network_with(params, features)
+            network.eval()
+            logits = network(_inputs(features, self.dtype)).to(torch.float64)
+            targets = torch.from_numpy(labels.astype(np.int64))
+            loss = float(nn.functional.cross_entropy(logits, targets))
+            probabilities = torch.softmax(logits, dim=1).numpy()
+        return Evaluation(loss=loss, accuracy=float(np.mean(probabilities.argmax(axis=1) == labels)), probabilities=probabilities)
+
+
+def _params_of(network: nn.Module) -> Params:
+    """The network's ``state_dict()`` values, in order, as float64 numpy arrays."""
+    return [tensor.detach().cpu().numpy().astype(np.float64) for tensor in network.state_dict().values()]

@@ -1,0 +1,105 @@
+"""PyTorch models (the ``torch`` extra): TorchClassifier and the shipped CNN example, on every backend.
+
+The stated tolerance for the CNN example: the frameworks' global models equal the reference's
+bit for bit after every round (0.0, measured here; training is deterministic on the CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fltest.config.schema import TrainingConfig
+from fltest.results.files import read_jsonl
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.torch
+
+TORCH_TOLERANCE = 0.0  # bit-identical: what the README states for the CNN example
+EXAMPLE = REPO / "examples" / "digits_cnn.yaml"
+TRAINING = TrainingConfig(rounds=1, local_epochs=2, batch_size=8, learning_rate=0.1)
+
+
+@pytest.fixture
+def example_cnn():
+    """The shipped example's model module (examples/digits_cnn.py), imported as a run imports it."""
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra: pip install -c constraints.txt -e '.[torch]'")
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        import digits_cnn
+
+        yield digits_cnn
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+        sys.modules.pop("digits_cnn", None)
+
+
+def _images(shape: tuple[int, ...], rows: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return rng.integers(0, 256, size=(rows, *shape)).astype(np.float64) / 255.0, np.arange(rows) % 10
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (32, 32, 3)], ids=["digits-8x8", "cifar-32x32x3"])
+def test_the_cnn_takes_images_channels_first_and_trains_deterministically(example_cnn, shape):
+    features, labels = _images(shape)
+    params = example_cnn.init_params(shape, 10, seed=1)
+    channels = 1 if len(shape) == 2 else shape[2]
+    assert params[0].shape == (16, channels, 3, 3) and params[-1].shape == (10,)  # channels first; the output layer last
+    assert all(p.dtype == np.float64 for p in params)
+    assert all(np.array_equal(a, b) for a, b in zip(params, example_cnn.init_params(shape, 10, seed=1)))
+    first, again = (example_cnn.train(params, features, labels, TRAINING, seed=7) for _ in range(2))
+    assert all(np.array_equal(a, b) for a, b in zip(first.params, again.params))  # the same seed: bit for bit
+    assert first.metrics["steps"] == 10 and first.metrics["train_loss"] > 0
+    other = example_cnn.train(params, features, labels, TRAINING, seed=8)
+    assert not all(np.array_equal(a, b) for a, b in zip(first.params, other.params))  # another seed: other batches
+    assert not np.array_equal(first.params[0], params[0])  # the input parameters are not the output's
+    evaluation = example_cnn.evaluate(first.params, features, labels)
+    assert evaluation.probabilities.shape == (40, 10) and np.allclose(evaluation.probabilities.sum(axis=1), 1.0)
+    assert 0.0 <= evaluation.accuracy <= 1.0 and evaluation.loss > 0
+
+
+def test_training_restores_the_process_s_torch_settings(example_cnn):
+    import torch
+
+    features, labels = _images((8, 8))
+    threads = torch.get_num_threads()
+    torch.manual_seed(123)
+    expected_next = torch.rand(1)
+    torch.manual_seed(123)
+    example_cnn.train(example_cnn.init_params((8, 8), 10, seed=1), features, labels, TRAINING, seed=7)
+    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
+    assert torch.equal(torch.rand(1), expected_next)  # the caller's random stream is untouched
+
+
+def test_parameters_of_another_network_are_refused_with_their_shapes(example_cnn):
+    features, labels = _images((8, 8))
+    params = example_cnn.init_params((8, 8), 10, seed=1)
+    with pytest.raises(ValueError, match=r"the network's parameters are shaped .*\(16, 1, 3, 3\).*\(16, 3, 3, 3\)"):
+        example_cnn.train(example_cnn.init_params((8, 8, 3), 10, seed=1), features, labels, TRAINING, seed=7)
+    assert example_cnn.evaluate(params, features, labels).probabilities.shape == (40, 10)
+
+
+@pytest.mark.ray
+@pytest.mark.nvflare
+def test_the_shipped_cnn_example_gives_the_reference_s_model_on_every_framework(tmp_path):
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    result = subprocess.run([sys.executable, "-m", "fltest.cli", "run", str(EXAMPLE)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    experiment = tmp_path / "results" / "digits-cnn"
+    for run in ("reference", "flower", "nvflare"):
+        summary = json.loads((experiment / run / "summary.json").read_text())
+        assert summary["status"] == "completed" and summary["rounds_completed"] == 5, summary
+        assert summary["final"]["accuracy"] > 0.6, summary["final"]  # it learns (10 classes: chance is 0.1)
+    comparison = json.loads((experiment / "comparison.json").read_text())
+    assert all(row["max_param_diff_vs_reference"] <= TORCH_TOLERANCE for row in comparison["runs"][1:]), comparison
+    rounds = {run: read_jsonl(experiment / run / "metrics.jsonl") for run in ("reference", "flower", "nvflare")}
+    for run in ("flower", "nvflare"):
+        assert [r["test"] for r in rounds[run]] == [r["test"] for r in rounds["reference"]]  # every round's global model, alike
+        for ours, theirs in zip(rounds[run], rounds["reference"], strict=True):  # clients' means: summed in another order
+            assert ours["train"] == pytest.approx(theirs["train"], rel=1e-12)
+    final = np.load(experiment / "reference" / "model_final.npz")
+    assert final["p0"].shape == (16, 1, 3, 3)  # the CNN's, on features kept 8x8
