@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 import traceback
+from pathlib import Path
 from types import ModuleType
 
 from fltest.errors import InputError
@@ -36,3 +38,21 @@ def import_user_module(field: str, module_name: str) -> ModuleType:
         raise _import_failure(field, module_name, exc) from None
     except (Exception, SystemExit) as exc:  # the user's code may raise anything, even exit
         raise _import_failure(field, module_name, exc) from None
+
+
+def module_source(field: str, module_name: str) -> Path:
+    """The Python source of ``module_name``'s top-level module, as this process imports it: its ``.py`` file or package folder.
+
+    What travels with a Flower App to hosts that do not share this file system. Raises
+    :class:`InputError` naming ``field`` for a module that is not Python source (a compiled
+    extension, a namespace package).
+    """
+    top = module_name.partition(".")[0]
+    module = sys.modules.get(top) or import_user_module(field, top)
+    origin = Path(module.__file__) if getattr(module, "__file__", None) else None
+    if origin is not None and hasattr(module, "__path__") and origin.name == "__init__.py":
+        return origin.parent
+    if origin is None or origin.suffix != ".py":
+        raise InputError(f"{field}: module {top!r} ({origin or 'a namespace package'}) is not a Python source file or package, "
+                         "the only code a Flower App carries")  # fmt: skip
+    return origin

@@ -111,6 +111,14 @@ def test_the_operator_container_sees_the_config_and_the_ca_read_only_and_writes_
     assert run[run.index(OPERATOR_SERVICE) + 1:] == ["fltest", "run", str(path), "--results-dir", f"{tmp_path}/results"]
 
 
+@pytest.mark.parametrize("names", [{"model": {"module": "my_model"}}, {"hooks": "my_hooks"}], ids=["model-module", "hooks"])
+def test_a_config_naming_a_user_module_brings_its_folder_read_only(tmp_path, names):
+    (tmp_path / "ca.crt").write_text("not read here")
+    path = _deployment_config(tmp_path, "ca.crt")
+    config = ExperimentConfig.model_validate({**yaml.safe_load(path.read_text()), **names})
+    assert host_paths(config, path, tmp_path) == [path, path.parent, tmp_path / "ca.crt"]  # where fltest imports the module
+
+
 def test_a_missing_ca_file_is_one_line_and_exit_2_before_any_container(tmp_path):
     path = _deployment_config(tmp_path, "missing.crt")
     result = subprocess.run([sys.executable, "-m", "deploy.commands.fltest_flower", "run", str(path)], cwd=tmp_path,

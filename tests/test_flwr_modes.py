@@ -67,26 +67,26 @@ def ca_file(tmp_path):
     return path
 
 
-def test_a_deployment_run_with_its_superlink_and_ca_is_valid(validate, ca_file):
-    result = validate({"mode": "deployment", "superlink": "10.0.0.1:8000", "root_certificates": str(ca_file)})
-    assert result.returncode == 0, result.stderr
+@pytest.mark.parametrize("hooks", [False, True], ids=["no-hooks", "hooks"])
+def test_a_deployment_run_with_its_superlink_and_ca_is_valid(validate, ca_file, hooks):
+    result = validate({"mode": "deployment", "superlink": "10.0.0.1:8000", "root_certificates": str(ca_file)}, hooks)
+    assert result.returncode == 0, result.stderr  # hooks too: the Flower App carries them (tests/test_model_module.py)
 
 
 @pytest.mark.parametrize(
-    "options, hooks, message",
+    "options, message",
     [
-        ({"mode": "swarm"}, False, "runs.flower.options.mode: 'swarm': expected 'simulation' or 'deployment'"),
-        ({"mode": "deployment", "root_certificates": "CA"}, False, "runs.flower.options.superlink: required with mode deployment"),
-        ({"mode": "deployment", "superlink": "no port", "root_certificates": "CA"}, False, "runs.flower.options.superlink: 'no port'"),
-        ({"mode": "deployment", "superlink": "h:1"}, False, "runs.flower.options.root_certificates: required"),
-        ({"mode": "deployment", "superlink": "h:1", "root_certificates": "missing.crt"}, False, "missing.crt: no such file"),
-        ({"mode": "deployment", "superlink": "h:1", "root_certificates": "CA"}, True, "hooks: not supported with mode deployment"),
-        ({"mode": "simulation", "superlink": "h:1"}, False, "runs.flower.options.superlink: unknown option for flwr (known: mode)"),
+        ({"mode": "swarm"}, "runs.flower.options.mode: 'swarm': expected 'simulation' or 'deployment'"),
+        ({"mode": "deployment", "root_certificates": "CA"}, "runs.flower.options.superlink: required with mode deployment"),
+        ({"mode": "deployment", "superlink": "no port", "root_certificates": "CA"}, "runs.flower.options.superlink: 'no port'"),
+        ({"mode": "deployment", "superlink": "h:1"}, "runs.flower.options.root_certificates: required"),
+        ({"mode": "deployment", "superlink": "h:1", "root_certificates": "missing.crt"}, "missing.crt: no such file"),
+        ({"mode": "simulation", "superlink": "h:1"}, "runs.flower.options.superlink: unknown option for flwr (known: mode)"),
     ],
 )
-def test_bad_flwr_options_are_one_line_and_exit_2(validate, ca_file, options, hooks, message):
+def test_bad_flwr_options_are_one_line_and_exit_2(validate, ca_file, options, message):
     options = {k: (str(ca_file) if v == "CA" else v) for k, v in options.items()}
-    result = validate(options, hooks)
+    result = validate(options)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fltest: error: ") and message in lines[0], lines

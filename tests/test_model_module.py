@@ -8,6 +8,9 @@ contract promises, not flat rows.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -109,14 +112,34 @@ def test_a_model_module_with_type_or_hidden_is_refused(tmp_path):
     assert result.stderr.strip() == "fltest: error: exp.yaml: model.module: a model module replaces type and hidden; give one or the other"
 
 
-def test_a_deployment_run_refuses_a_model_module(tmp_path):
+APP_FILES = """
+import io, sys, zipfile
+from pathlib import Path
+from flwr.cli.build import build_fab_from_disk
+from fltest.backends.flwr_deployment.app_dir import write_app_dir
+from fltest.runner import prepare
+from fltest.validate import check_config
+config = check_config(sys.argv[1])
+app = write_app_dir(Path("app"), config, prepare(config))
+print("\\n".join(sorted(zipfile.ZipFile(io.BytesIO(build_fab_from_disk(app))).namelist())))
+"""
+
+
+@pytest.mark.parametrize("layout", ["file", "package"])
+def test_a_deployment_run_s_flower_app_carries_the_model_and_hooks_modules(tmp_path, layout):
     ca = tmp_path / "ca.crt"
     ca.write_text("not checked here\n")
     flower = {"name": "flower", "framework": "flwr", "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)}}
     config_path = _with_model(tmp_path, [REFERENCE, flower])
-    config = yaml.safe_load((tmp_path / config_path).read_text())
-    config.pop("hooks")  # refused too, and checked first
-    (tmp_path / config_path).write_text(yaml.safe_dump(config, sort_keys=False))
-    result = _run_in(tmp_path, "validate", str(config_path))
-    assert result.returncode == 2
-    assert "model.module: not supported with mode deployment (the SuperNodes cannot import 'my_model')" in result.stderr
+    if layout == "package":  # the module as a package of two files, with a stale __pycache__
+        (tmp_path / "my_model").mkdir()
+        (tmp_path / "my_model.py").rename(tmp_path / "my_model" / "core.py")
+        (tmp_path / "my_model" / "__init__.py").write_text("from my_model.core import init_params, train, evaluate\n")
+        (tmp_path / "my_model" / "__pycache__").mkdir()
+        (tmp_path / "my_model" / "__pycache__" / "core.cpython-311.pyc").write_bytes(b"stale")
+    assert _run_in(tmp_path, "validate", str(config_path)).returncode == 0  # accepted: the app carries them
+    env = {**os.environ, "HF_HOME": "hf-home", "HF_HUB_OFFLINE": "1"}
+    built = subprocess.run([sys.executable, "-c", APP_FILES, str(config_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    modules = {"file": ["my_model.py"], "package": ["my_model/__init__.py", "my_model/core.py"]}[layout]
+    assert built.stdout.split() == sorted(["pyproject.toml", ".info/CONTENT", "my_hooks.py", *modules])  # what Flower ships

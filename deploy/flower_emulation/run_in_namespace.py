@@ -3,7 +3,7 @@
 The SuperLink's Control API listens on 127.0.0.1 of its own namespace only, so the operator's
 ``fltest run`` runs there, in the compose service ``operator`` (hardened as every container of
 the project). It sees the host's files it needs at their own absolute paths: the config file
-(its folder too if it names hooks), a disk data set and each deployment run's CA file
+(its folder too if it names hooks or a model module), a disk data set and each deployment run's CA file
 read-only, the results folder writable. It runs as the invoking user, in the invoking folder, so relative paths mean what
 they mean on the host and the results belong to that user: nothing is left behind root-owned.
 """
@@ -26,7 +26,7 @@ def host_paths(config: ExperimentConfig, config_path: Path, cwd: Path) -> list[P
     A deployment run's CA file that does not exist is refused (one line naming the field).
     """
     paths = [config_path.resolve()]  # the file, not its folder: a key or CA folder beside it stays out of sight
-    if config.hooks:  # a config with a deployment run has none (refused), but one with other runs may
+    if config.hooks or config.model.module:  # imported from beside the config (and copied into the Flower App)
         paths.append(config_path.resolve().parent)
     if config.dataset.path is not None:
         paths.append(Path(config.dataset.path).resolve())

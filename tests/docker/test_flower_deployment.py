@@ -27,11 +27,14 @@ from deploy.images import IMAGE
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
+from fltest.params import load_params
+from fltest.results.files import read_jsonl
 from fltest.runner import prepare
-from tests.conftest import base_config
 from tests.conformance import assert_conforms
+from tests.conftest import REPO, base_config
 from tests.control_probe import PROBE, check_refusals, probes
 from tests.docker.streams import find_in_stream
+from tests.test_model_module import MODEL
 
 pytestmark = pytest.mark.docker
 
@@ -219,12 +222,19 @@ def test_every_container_is_hardened(federation, docker_client):
 
 
 def test_run_on_the_federation_matches_the_reference(federation, tier_report):
-    """fltest-flower run: fltest in the SuperLink's namespace; results on the host, the invoking user's, as the reference's."""
+    """fltest-flower run with a model module and hooks beside the config: they travel in the Flower App to the SuperNodes.
+
+    fltest runs in the SuperLink's namespace; results land on the host, the invoking user's, as the reference's.
+    """
     federation, config, root = federation
     results = root / "results"
+    folder = root / "experiment"  # the config's own folder, mounted read-only: not the one holding the keys
+    folder.mkdir()
+    (folder / "my_model.py").write_text(MODEL)  # the model whose weights are shaped like the 8x8 images
+    (folder / "my_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
+    path = _cli_config(config, folder, "full", keep_reference=True, model={"module": "my_model"}, hooks="my_hooks")
     start = time.perf_counter()
-    result = _flower_cli(federation, "run", str(_cli_config(config, root, "full", keep_reference=True)),
-                         "--results-dir", str(results), timeout=RUN_TIMEOUT_S)  # fmt: skip
+    result = _flower_cli(federation, "run", str(path), "--results-dir", str(results), timeout=RUN_TIMEOUT_S)
     elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stderr
     comparison = json.loads((results / config.name / "comparison.json").read_text())
@@ -232,6 +242,9 @@ def test_run_on_the_federation_matches_the_reference(federation, tier_report):
     assert runs["flower"]["status"] == "completed", runs["flower"]
     assert runs["flower"]["rounds_completed"] == ROUNDS
     assert_conforms(results / config.name, "flower", ROUNDS)
+    assert [p.shape for p in load_params(results / config.name / "flower" / "model_final.npz")] == [(8, 8, 10), (10,)]
+    last = read_jsonl(results / config.name / "flower" / "metrics.jsonl")[-1]["train"]
+    assert last["batches"] > 0 and last["update_norm"] > 0  # the module's train and the hooks' after_local_training, on the nodes
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
     assert sorted(summary["client_hosts"]) == [federation.container_name(n) for n in NODES]  # each in its own container
     assert {(p.stat().st_uid, p.stat().st_gid) for p in results.rglob("*")} == {(os.getuid(), os.getgid())}
@@ -245,11 +258,13 @@ def _wait_for(ready, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def _cli_config(config: ExperimentConfig, root: Path, name: str, keep_reference: bool = False, **training) -> Path:
-    """The deployment run (and the reference) as a YAML file for ``fltest-flower run``, ``training`` settings changed."""
+def _cli_config(config: ExperimentConfig, root: Path, name: str, keep_reference: bool = False, model: dict | None = None,
+                hooks: str | None = None, **training) -> Path:  # fmt: skip
+    """The deployment run (and the reference) as a YAML file for ``fltest-flower run``: ``training`` settings changed, a model and hooks named."""
     data = config.model_dump(mode="json")
     data["runs"] = [run for run in data["runs"] if keep_reference or run["framework"] == "flwr"]
     data["training"].update(training)
+    data.update({key: value for key, value in (("model", model), ("hooks", hooks)) if value is not None})
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -1,12 +1,15 @@
-"""FLTest's Flower App directory: a ``pyproject.toml`` whose components are fltest's own apps.
+"""FLTest's Flower App directory: a ``pyproject.toml`` whose components are fltest's own apps, and the user's modules.
 
 The SuperLink and SuperNodes run the image's installed fltest (nothing is installed at run
-time); the app directory carries only the run's settings, as run config.
+time); the app directory carries the run's settings, as run config, and the source of the
+config's hooks and model modules (a file or a package folder each), which Flower packs into the
+app's bundle (FAB) and puts on ``sys.path`` where the ServerApp and the ClientApps run.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from fltest import __version__
@@ -14,6 +17,7 @@ from fltest.backends.flwr_deployment.app_components import CLASSES_KEY, EXPERIME
 from fltest.backends.flwr_deployment.node_data import EXPORT_STORAGE
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import ShardSet, cache_key
+from fltest.user_module import module_source
 
 APPS_MODULE = "fltest.backends.flwr_deployment.app_components"
 
@@ -41,8 +45,17 @@ clientapp = "{module}:client_app"
 """
 
 
+def user_module_sources(config: ExperimentConfig) -> list[Path]:
+    """The source files or package folders of the config's hooks and model modules, which the app carries.
+
+    Raises :class:`~fltest.errors.InputError` naming the field for a module that is not Python source.
+    """
+    named = {"hooks": config.hooks, "model.module": config.model.module}
+    return list(dict.fromkeys(module_source(field, name) for field, name in named.items() if name))
+
+
 def write_app_dir(folder: Path, config: ExperimentConfig, shards: ShardSet) -> Path:
-    """Write the app directory for ``config`` into ``folder``; returns ``folder``."""
+    """Write the app directory for ``config`` into ``folder``, the user's modules beside its ``pyproject.toml``; returns ``folder``."""
     values = {
         EXPERIMENT_KEY: config.model_dump_json(),
         SHARDS_KEY: cache_key(config, EXPORT_STORAGE),  # what the nodes' exports carry, whatever ``shards`` is
@@ -53,4 +66,9 @@ def write_app_dir(folder: Path, config: ExperimentConfig, shards: ShardSet) -> P
     folder.mkdir(parents=True, exist_ok=True)
     text = _TEMPLATE.format(version=__version__, experiment=config.name, module=APPS_MODULE, config=lines)
     (folder / "pyproject.toml").write_text(text)
+    for source in user_module_sources(config):
+        if source.is_dir():
+            shutil.copytree(source, folder / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(source, folder / source.name)
     return folder

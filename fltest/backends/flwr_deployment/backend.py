@@ -12,7 +12,7 @@ from pathlib import Path
 from fltest.backends.base import STARTUP_S, Backend, RunJob
 from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.flwr_deployment import channel
-from fltest.backends.flwr_deployment.app_dir import write_app_dir
+from fltest.backends.flwr_deployment.app_dir import user_module_sources, write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json, write_connection
 from fltest.backends.flwr_deployment.readiness import check_online
 from fltest.config.runs import FlwrDeploymentRun
@@ -35,7 +35,7 @@ class FlwrDeploymentBackend(Backend):
     framework = "flwr"
 
     def check(self, config: ExperimentConfig, run: FlwrDeploymentRun) -> None:
-        """Refuse a CA file that is not there, hooks and a model module (the schema checked the options)."""
+        """Refuse a CA file that is not there, and user modules the app cannot carry (the schema checked the options)."""
         ca = _root_certificates(run)
         try:
             found = ca.is_file()
@@ -43,10 +43,7 @@ class FlwrDeploymentBackend(Backend):
             raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: {exc.strerror}") from None
         if not found:
             raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
-        if config.hooks:
-            raise InputError(f"hooks: not supported with mode deployment (the SuperNodes cannot import {config.hooks!r})")
-        if config.model.module:
-            raise InputError(f"model.module: not supported with mode deployment (the SuperNodes cannot import {config.model.module!r})")
+        user_module_sources(config)
 
     def run(self, job: RunJob) -> None:
         """Submit the run, report each round as its line arrives; a failed run raises :class:`RunFailed`."""
