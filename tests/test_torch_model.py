@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 
 from fltest.config.schema import TrainingConfig
 from fltest.results.files import read_jsonl
@@ -103,3 +104,53 @@ def test_the_shipped_cnn_example_gives_the_reference_s_model_on_every_framework(
             assert ours["train"] == pytest.approx(theirs["train"], rel=1e-12)
     final = np.load(experiment / "reference" / "model_final.npz")
     assert final["p0"].shape == (16, 1, 3, 3)  # the CNN's, on features kept 8x8
+
+
+GPU_PROBE = """
+import json, os, ray
+ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, logging_level="ERROR")
+
+
+@ray.remote
+class Client:
+    def device(self):
+        from fltest.model.torch_classifier import training_device  # as a Flower client imports it in its actor
+        return [training_device().type, ray.get_runtime_context().get_accelerator_ids()["GPU"], os.environ.get("CUDA_VISIBLE_DEVICES")]
+
+
+from fltest.model.torch_classifier import training_device
+given, none = Client.options(num_gpus=0.5).remote(), Client.options(num_gpus=0).remote()
+print(json.dumps({"given": ray.get(given.device.remote()), "none": ray.get(none.device.remote()), "driver": training_device().type}))
+ray.shutdown()
+"""
+
+
+@pytest.mark.ray
+def test_a_client_given_a_gpu_share_trains_where_torch_sees_that_gpu(tmp_path):
+    """Ray's (logical) GPU here: the share reaches the client as CUDA_VISIBLE_DEVICES; with no CUDA, the CPU."""
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    import torch
+
+    probe = subprocess.run([sys.executable, "-c", GPU_PROBE], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    seen = json.loads(probe.stdout.strip().splitlines()[-1])
+    expected = "cuda" if torch.cuda.is_available() else "cpu"  # these machines have no GPU: cpu
+    assert seen["given"] == [expected, ["0"], "0"]
+    assert seen["none"][:2] == ["cpu", []] and seen["driver"] == "cpu"  # no share, or no actor: the CPU
+
+
+@pytest.mark.ray
+def test_the_cnn_example_asking_ray_for_gpus_still_matches_the_reference(tmp_path):
+    """total_gpus: 1 makes each Flower client ask Ray for half a GPU (Ray's logical GPU here); the run completes alike."""
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    config = yaml.safe_load(EXAMPLE.read_text())
+    config.update(total_gpus=1, runs=[run for run in config["runs"] if run["framework"] in ("reference", "flwr")])
+    config["training"].update(rounds=2)
+    for module in ("digits_cnn.py", "digits_hooks.py"):
+        (tmp_path / module).write_text((EXAMPLE.parent / module).read_text())
+    (tmp_path / "gpus.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = subprocess.run([sys.executable, "-m", "fltest.cli", "run", "gpus.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    comparison = json.loads((tmp_path / "results" / "digits-cnn" / "comparison.json").read_text())
+    assert [run["status"] for run in comparison["runs"]] == ["completed", "completed"]
+    assert comparison["runs"][1]["max_param_diff_vs_reference"] <= TORCH_TOLERANCE

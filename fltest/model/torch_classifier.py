@@ -22,11 +22,16 @@ fixed number of CPU threads (one by default: a reduction split over more threads
 differently), with PyTorch's random generator seeded from the round's seed for initialisation and
 dropout, and minibatches from :func:`~fltest.model.batches.local_batches`. The process's own
 settings are restored afterwards.
+
+Device: a Flower client that Ray gave a GPU share (``total_gpus > 0``) trains on that GPU, with
+cuDNN's deterministic kernels; everything else trains on the CPU (:func:`training_device`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -51,9 +56,9 @@ def channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _inputs(features: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    """``features`` (float64, one sample's shape after the first axis) as a channels-first tensor of ``dtype``."""
-    tensor = torch.from_numpy(np.ascontiguousarray(features)).to(dtype)
+def _inputs(features: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``features`` (float64, one sample's shape after the first axis) as a channels-first tensor of ``dtype`` on ``device``."""
+    tensor = torch.from_numpy(np.ascontiguousarray(features)).to(device=device, dtype=dtype)
     if tensor.dim() == 3:
         return tensor.unsqueeze(1)
     if tensor.dim() == 4:
@@ -61,19 +66,45 @@ def _inputs(features: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return tensor
 
 
+def training_device() -> torch.device:
+    """The GPU Ray gave this process, else the CPU.
+
+    ``cuda`` where this process is a Ray actor given a GPU share (a Flower simulation client of a
+    run with ``total_gpus > 0``; Ray sets ``CUDA_VISIBLE_DEVICES`` to its GPU) and PyTorch sees a
+    GPU; ``cpu`` everywhere else: the reference backend, NVFlare's clients, Flower's SuperNodes,
+    and a run with no GPUs.
+    """
+    ray = sys.modules.get("ray")  # a process that never imported Ray is no Ray actor
+    if ray is None or not ray.is_initialized():
+        return torch.device("cpu")
+    context = ray.get_runtime_context()
+    if context.get_actor_id() is None or not context.get_accelerator_ids().get("GPU"):
+        return torch.device("cpu")
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 @contextlib.contextmanager
-def deterministic(threads: int, seed: int) -> Iterator[None]:
-    """Deterministic algorithms on ``threads`` CPU threads, PyTorch's generator seeded by ``seed``; all restored after."""
+def deterministic(threads: int, seed: int, device: torch.device) -> Iterator[None]:
+    """Deterministic algorithms on ``threads`` CPU threads, PyTorch's generators seeded by ``seed``; all restored after.
+
+    On a GPU also cuDNN's deterministic kernels, and cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG``,
+    which deterministic algorithms require there).
+    """
     was_deterministic, was_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    was_cudnn = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(threads)
     try:
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[torch.cuda.current_device()] if device.type == "cuda" else []):
             torch.manual_seed(seed)
             yield
     finally:
         torch.use_deterministic_algorithms(was_deterministic)
         torch.set_num_threads(was_threads)
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = was_cudnn
 
 
 def _sgd(parameters: list[nn.Parameter], learning_rate: float) -> torch.optim.Optimizer:
@@ -101,36 +132,39 @@ class TorchClassifier:
         """``(init_params, train, evaluate)``: what a model module binds at top level."""
         return self.init_params, self.train, self.evaluate
 
-    def _build(self, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-        return self.network(input_shape, num_classes).to(self.dtype)
+    def _build(self, input_shape: tuple[int, ...], num_classes: int, device: torch.device) -> nn.Module:
+        return self.network(input_shape, num_classes).to(device=device, dtype=self.dtype)
 
-    def _network_with(self, params: Params, features: np.ndarray) -> nn.Module:
-        """The network for ``features``' sample shape, holding ``params``."""
-        network = self._build(channels_first(features.shape[1:]), int(params[-1].shape[0]))
+    def _network_with(self, params: Params, features: np.ndarray, device: torch.device) -> nn.Module:
+        """The network for ``features``' sample shape on ``device``, holding ``params``."""
+        network = self._build(channels_first(features.shape[1:]), int(params[-1].shape[0]), device)
         state = network.state_dict()
         shapes = [tuple(tensor.shape) for tensor in state.values()]
         if shapes != [p.shape for p in params]:
             raise ValueError(f"the network's parameters are shaped {shapes}, the parameters given {[p.shape for p in params]}: "
                              "does the network end in its output layer, sized by num_classes?")  # fmt: skip
-        network.load_state_dict({name: torch.from_numpy(p).to(tensor.dtype) for (name, tensor), p in zip(state.items(), params)})
+        values = {name: torch.from_numpy(p).to(device=device, dtype=tensor.dtype) for (name, tensor), p in zip(state.items(), params)}
+        network.load_state_dict(values)
         return network
 
     def init_params(self, feature_shape: tuple[int, ...], num_classes: int, seed: int) -> Params:
-        """The network's own initialisation (PyTorch's defaults), with PyTorch's generator seeded by ``seed``."""
-        with deterministic(self.threads, seed):
-            network = self._build(channels_first(tuple(feature_shape)), num_classes)
+        """The network's own initialisation (PyTorch's defaults), on the CPU, with PyTorch's generator seeded by ``seed``."""
+        cpu = torch.device("cpu")  # the same initial model wherever the server runs
+        with deterministic(self.threads, seed, cpu):
+            network = self._build(channels_first(tuple(feature_shape)), num_classes, cpu)
         return _params_of(network)
 
     def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
         """Minibatch training from ``params`` with the optimizer, cross-entropy loss; metrics ``train_loss``, ``steps``."""
-        with deterministic(self.threads, seed):
-            network = self._network_with(params, features)
+        device = training_device()
+        with deterministic(self.threads, seed, device):
+            network = self._network_with(params, features, device)
             optimizer = self.optimizer(list(network.parameters()), training.learning_rate)
-            inputs, targets = _inputs(features, self.dtype), torch.from_numpy(labels.astype(np.int64))
+            inputs, targets = _inputs(features, self.dtype, device), torch.from_numpy(labels.astype(np.int64)).to(device)
             network.train()
             losses = []
             for batch in local_batches(len(labels), training, seed):
-                index = torch.from_numpy(batch)
+                index = torch.from_numpy(batch).to(device)
                 optimizer.zero_grad()
                 loss = nn.functional.cross_entropy(network(inputs[index]), targets[index])
                 loss.backward()
@@ -140,10 +174,11 @@ class TorchClassifier:
 
     def evaluate(self, params: Params, features: np.ndarray, labels: np.ndarray) -> Evaluation:
         """Cross-entropy loss, accuracy and softmax probabilities of ``params`` on ``(features, labels)``."""
-        with deterministic(self.threads, 0), torch.no_grad():
-            network = self._network_with(params, features)
+        device = training_device()
+        with deterministic(self.threads, 0, device), torch.no_grad():
+            network = self._network_with(params, features, device)
             network.eval()
-            logits = network(_inputs(features, self.dtype)).to(torch.float64)
+            logits = network(_inputs(features, self.dtype, device)).to(device="cpu", dtype=torch.float64)
             targets = torch.from_numpy(labels.astype(np.int64))
             loss = float(nn.functional.cross_entropy(logits, targets))
             probabilities = torch.softmax(logits, dim=1).numpy()
