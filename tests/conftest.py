@@ -21,6 +21,11 @@ if SESSION_HF_HOME:
 SESSION_RAY_TMPDIR = None if "RAY_TMPDIR" in os.environ else tempfile.mkdtemp(prefix="fltest-ray-")
 if SESSION_RAY_TMPDIR:
     os.environ["RAY_TMPDIR"] = SESSION_RAY_TMPDIR
+# Likewise PyTorch's compile cache, which torch makes as <tmp>/torchinductor_<user> even for a model
+# that never compiles (the torch tier).
+SESSION_TORCH_CACHE = None if "TORCHINDUCTOR_CACHE_DIR" in os.environ else tempfile.mkdtemp(prefix="fltest-torch-")
+if SESSION_TORCH_CACHE:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = SESSION_TORCH_CACHE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
@@ -33,8 +38,8 @@ EXAMPLE = REPO / "examples" / "digits.yaml"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Remove the session's own Hugging Face cache and Ray folders: the tests leave nothing in /tmp."""
-    for folder in (SESSION_HF_HOME, SESSION_RAY_TMPDIR):
+    """Remove the session's own Hugging Face cache, Ray and PyTorch folders: the tests leave nothing in /tmp."""
+    for folder in (SESSION_HF_HOME, SESSION_RAY_TMPDIR, SESSION_TORCH_CACHE):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
 

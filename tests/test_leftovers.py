@@ -16,7 +16,7 @@ from tests.conftest import REPO
 
 def _session_in(temp: Path, *tests: str) -> str:
     """Run a pytest session of ``tests`` with ``temp`` as its temporary folder; its output."""
-    env = {key: value for key, value in os.environ.items() if key not in ("HF_HOME", "RAY_TMPDIR")}
+    env = {key: value for key, value in os.environ.items() if key not in ("HF_HOME", "RAY_TMPDIR", "TORCHINDUCTOR_CACHE_DIR")}
     env["TMPDIR"] = str(temp)
     session = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -39,3 +39,12 @@ def test_a_test_session_removes_the_ray_folders_it_made():
         assert [p.name for p in temp.iterdir() if not p.name.startswith("pytest-of-")] == []  # no ray/ (Ray's default), no session folder
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.torch
+def test_a_torch_session_removes_pytorch_s_cache_folder(tmp_path):
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    assert "1 passed" in _session_in(temp, "tests/test_torch_model.py", "-k", "restores")
+    assert [p.name for p in temp.iterdir() if not p.name.startswith("pytest-of-")] == []  # no torchinductor_<user>
