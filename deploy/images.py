@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import http.server
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,6 +36,10 @@ CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignor
 CONTEXT_FOLDERS = ("fltest", "deploy")
 FLTEST_LABEL = "org.opencontainers.image.title=fltest"  # set by the Dockerfile's final stage
 LOCK = Path(tempfile.gettempdir()) / "fltest-image-build.lock"  # one build at a time on this host
+EXTRAS_WHEELHOUSE = REPO / "wheelhouse-extras"  # the extras' wheels (images/fill-wheelhouse.sh --extras)
+# Where a build of an image variant reads them (served on the host's loopback during the build): a
+# fixed address, as a build argument that changed would rebuild the extras' layer every time.
+EXTRAS_WHEELHOUSE_PORT = 8971
 
 Report = Callable[[str], None]
 
@@ -39,6 +47,21 @@ Report = Callable[[str], None]
 def print_stage(line: str) -> None:
     """The default progress report: one line on stderr, at once."""
     print(f"[fltest-deploy build] {line}", file=sys.stderr, flush=True)
+
+
+def variant_tag(tag: str, extras: tuple[str, ...]) -> str:
+    """The tag of the image variant with ``extras``: ``fltest:0.1.0`` and ``("torch",)`` -> ``fltest:0.1.0-torch``."""
+    return "-".join([tag, *extras])
+
+
+def check_extras(extras: tuple[str, ...]) -> tuple[str, ...]:
+    """``extras`` if each is one of pyproject.toml's extras (but ``dashboard``, in every image apart), else InputError."""
+    with (REPO / "pyproject.toml").open("rb") as file:
+        known = [name for name in tomllib.load(file)["project"]["optional-dependencies"] if name != "dashboard"]
+    unknown = [name for name in extras if name not in known]
+    if unknown:
+        raise InputError(f"--extras: unknown extra {', '.join(unknown)} (pyproject.toml's extras: {', '.join(known)})")
+    return extras
 
 
 def stage_tag(tag: str, stage: str) -> str:
@@ -106,23 +129,57 @@ def build_base_image(client, tag: str = DEFAULT_BASE_IMAGE) -> str:
     return "built"
 
 
-def fill_wheelhouse() -> str:
-    """Download every wheel the image needs into ``./wheelhouse`` (pip skips the ones present); says how many."""
-    subprocess.run(["bash", str(REPO / "images" / "fill-wheelhouse.sh")], check=True)
-    return f"{len(list((REPO / 'wheelhouse').glob('*.whl')))} wheels"
+def fill_wheelhouse(extras: tuple[str, ...] = ()) -> str:
+    """Download every wheel the image needs into ``./wheelhouse``, or with ``extras`` theirs into
+    ``./wheelhouse-extras`` (pip skips the ones present); says how many."""
+    folder = EXTRAS_WHEELHOUSE if extras else REPO / "wheelhouse"
+    options = ["--extras", ",".join(extras)] if extras else []
+    subprocess.run(["bash", str(REPO / "images" / "fill-wheelhouse.sh"), *options, str(folder)], check=True)
+    return f"{len(list(folder.glob('*.whl')))} wheels"
 
 
-def _build_target(client, tag: str, target: str | None, pip_source: str, base_image: str, context: Path) -> str:
-    """One ``docker build`` to ``tag`` (up to stage ``target``), printing its steps; says built or unchanged."""
+class _QuietFolderHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves one folder's files and listing, logging nothing (pip reads the listing as find-links)."""
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+@contextlib.contextmanager
+def serving_on_loopback(folder: Path, port: int = EXTRAS_WHEELHOUSE_PORT) -> Iterator[str]:
+    """Serve ``folder`` read-only on ``127.0.0.1:port`` while the block runs; yields its URL."""
+    handler = functools.partial(_QuietFolderHandler, directory=str(folder))
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise FLTestError(f"cannot serve {folder} on 127.0.0.1:{port} for the build: {exc.strerror}") from exc
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _build_target(client, tag: str, target: str | None, pip_source: str, base_image: str, context: Path,
+                  extras: tuple[str, ...] = (), extras_wheelhouse: str = "") -> str:
+    """One ``docker build`` to ``tag`` (up to stage ``target``), printing its steps; says built or unchanged.
+
+    From the wheelhouse a build has no network, but the step that installs ``extras`` from
+    ``extras_wheelhouse`` (a URL on the host's loopback) has the host's.
+    """
     previous = _image_id(client, tag)
+    network = "host" if extras_wheelhouse else "none"  # the extras step reads 127.0.0.1 of the host
     stream = client.api.build(
         path=str(context),
         dockerfile=DOCKERFILE,
         tag=tag,
         target=target,
         buildargs={"PIP_SOURCE": pip_source, "BASE_IMAGE": base_image, "FLTEST_VERSION": __version__,
-                   "FLTEST_UID": str(KIT.uid), "FLTEST_HOME": KIT.home, "FLTEST_WORK_DIR": KIT.work_dir},
-        network_mode="none" if pip_source == "wheelhouse" else None,
+                   "FLTEST_UID": str(KIT.uid), "FLTEST_HOME": KIT.home, "FLTEST_WORK_DIR": KIT.work_dir,
+                   "EXTRAS": ",".join(extras), "EXTRAS_WHEELHOUSE": extras_wheelhouse},
+        network_mode=network if pip_source == "wheelhouse" else None,
         rm=True,
         forcerm=True,
         decode=True,
@@ -148,22 +205,33 @@ def build_fltest_image(
     tag: str = IMAGE,
     context: Path = REPO,
     report: Report = print_stage,
+    extras: tuple[str, ...] = (),
 ):
-    """Build the FLTest image stage by stage, reporting each; from the wheelhouse it builds with no network."""
+    """Build the FLTest image stage by stage, reporting each; from the wheelhouse it builds with no network.
+
+    With ``extras`` (pyproject extras such as ``torch``) it builds the variant ``tag-<extras>``,
+    its extras installed from ``./wheelhouse-extras`` served on the host's loopback.
+    """
     if pip_source not in ("wheelhouse", "pypi"):
         raise InputError(f"--pip-source: {pip_source!r}: expected wheelhouse or pypi")
     (Path(context) / "wheelhouse").mkdir(exist_ok=True)  # the Dockerfile copies it, empty for pypi
-    with one_build_at_a_time(report):
+    tag = variant_tag(tag, check_extras(extras))
+    serving = serving_on_loopback(EXTRAS_WHEELHOUSE) if extras and pip_source == "wheelhouse" else contextlib.nullcontext("")
+    with one_build_at_a_time(report), serving as extras_wheelhouse:
         for target, target_tag in zip([*STAGES, None], build_tags(tag)):
             name = f"image {target_tag}" if target is None else f"image stage {target} ({target_tag})"
-            _timed(report, name, lambda: _build_target(client, target_tag, target, pip_source, base_image, context))
+            wheelhouse_url = extras_wheelhouse if target is None else ""  # only the final stage installs extras
+            _timed(report, name, lambda: _build_target(client, target_tag, target, pip_source, base_image, context,
+                                                      extras, wheelhouse_url))  # fmt: skip
         for image in client.images.list(filters={"dangling": True, "label": FLTEST_LABEL}):
             _remove_if_untagged(client, image.id)  # e.g. an earlier image a container still used when its tag moved
         return client.images.get(tag)
 
 
-def build_images(client, pip_source: str = "wheelhouse", base_image: str | None = None, report: Report = print_stage):
-    """Everything ``fltest-deploy build`` does: the base image if it is ours and missing, the wheelhouse, FLTest.
+def build_images(client, pip_source: str = "wheelhouse", base_image: str | None = None, report: Report = print_stage,
+                 extras: tuple[str, ...] = ()):  # fmt: skip
+    """Everything ``fltest-deploy build`` does: the base image if it is ours and missing, the wheelhouse
+    (and the extras' one), FLTest (or its variant with ``extras``).
 
     ``report`` receives one line a stage, such as ``wheelhouse: 91 wheels (35.2 s)``.
     """
@@ -172,7 +240,9 @@ def build_images(client, pip_source: str = "wheelhouse", base_image: str | None 
             _timed(report, f"base image {DEFAULT_BASE_IMAGE}", lambda: build_base_image(client))
         if pip_source == "wheelhouse":
             _timed(report, "wheelhouse", fill_wheelhouse)
-    return build_fltest_image(client, pip_source, base_image or DEFAULT_BASE_IMAGE, report=report)
+            if extras:
+                _timed(report, f"wheelhouse of the extras {','.join(extras)}", lambda: fill_wheelhouse(extras))
+    return build_fltest_image(client, pip_source, base_image or DEFAULT_BASE_IMAGE, report=report, extras=extras)
 
 
 def remove_build(client, tag: str) -> None:

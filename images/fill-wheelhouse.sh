@@ -2,23 +2,45 @@
 # Fill ./wheelhouse with every wheel the FLTest image needs, for Linux x86_64 / CPython 3.11,
 # pinned by constraints.txt. Run on a host with PyPI access; copy the folder to an
 # air-gapped lab and build the image there with no network.
-# Offline first: when the wheelhouse already satisfies the requirements (resolved with
+# With --extras (e.g. torch): the wheels of those pyproject extras instead, into ./wheelhouse-extras,
+# for an image variant (fltest-deploy build --extras torch); kept apart because they are gigabytes
+# that the default image's build must not copy.
+# Offline first: when the folder already satisfies the requirements (resolved with
 # --no-index), PyPI is not asked at all; otherwise pip fetches what is missing.
-# Usage: images/fill-wheelhouse.sh [DEST]   (default: <repo>/wheelhouse)
+# Usage: images/fill-wheelhouse.sh [--extras NAME[,NAME...]] [DEST]
+#   (default DEST: <repo>/wheelhouse, or <repo>/wheelhouse-extras with --extras)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${1:-$repo/wheelhouse}"
+extras=""
+if [ "${1:-}" = --extras ]; then
+	extras="${2:?--extras needs a name, e.g. torch}"
+	shift 2
+fi
+if [ -n "$extras" ]; then
+	dest="${1:-$repo/wheelhouse-extras}"
+else
+	dest="${1:-$repo/wheelhouse}"
+fi
 python="${PYTHON:-python3}"
 mkdir -p "$dest"
-mapfile -t requirements < <("$python" "$repo/images/requirements.py" "$repo/pyproject.toml" all)
+if [ -n "$extras" ]; then
+	mapfile -t requirements < <("$python" "$repo/images/requirements.py" "$repo/pyproject.toml" extras "$extras")
+else
+	mapfile -t requirements < <("$python" "$repo/images/requirements.py" "$repo/pyproject.toml" all)
+	requirements+=(setuptools wheel)
+fi
+# Every manylinux tag the image's glibc runs (Debian bookworm: 2.36), newest first: pip takes the
+# listed tags literally (CUDA's wheels are manylinux_2_27, 2_25, 2_18, ...).
+platforms=()
+for minor in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
+platforms+=(--platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64
+	--platform linux_x86_64 --platform any)
 download=("$python" -m pip download --quiet --dest "$dest" --constraint "$repo/constraints.txt"
-	--only-binary=:all: --implementation cp --python-version 3.11 --abi cp311 --abi abi3 --abi none
-	--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
-	--platform manylinux2014_x86_64 --platform linux_x86_64 --platform any)
-if "${download[@]}" --no-index --find-links "$dest" "${requirements[@]}" setuptools wheel >/dev/null 2>&1; then
+	--only-binary=:all: --implementation cp --python-version 3.11 --abi cp311 --abi abi3 --abi none "${platforms[@]}")
+if "${download[@]}" --no-index --find-links "$dest" "${requirements[@]}" >/dev/null 2>&1; then
 	source="complete, PyPI not asked"
 else
-	"${download[@]}" "${requirements[@]}" setuptools wheel
+	"${download[@]}" "${requirements[@]}"
 	source="missing wheels fetched from PyPI"
 fi
 echo "wheelhouse: $dest ($(find "$dest" -name '*.whl' | wc -l) wheels, $(du -sh "$dest" | cut -f1); $source)"

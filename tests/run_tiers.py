@@ -1,14 +1,18 @@
-"""The README's test command: every tier, the Ansible tier beside the others.
+"""The README's test command: every tier, in two lines of pytest sessions that run at once.
 
-``python -m tests.run_tiers [pytest options]`` runs two pytest sessions at once:
+``python -m tests.run_tiers [pytest options]`` runs, at the same time:
 
-- the Ansible tier (``-m ansible``), whose time goes mostly to its emulated nodes (apt, image
-  loads, SSH round trips), its lines printed as they come with ``[ansible] `` in front;
-- the docker tier (``-m docker``), then every other tier (fast, ray, nvflare), on this
-  terminal as usual. The tiers with tight timing bounds (a failing round's seconds) come last,
-  after the container tiers have stopped competing with them (the Ansible tier ends first).
+- beside: the PyTorch image variant's tests (``-m "docker and torch"``: its 6 GB build and the
+  CNN example on its cluster, about 10 minutes), then the Ansible tier (``-m ansible``), whose
+  time goes mostly to its emulated nodes (apt, image loads, SSH round trips); their lines are
+  printed as they come with ``[beside] `` in front. The variant runs here, and first, because its
+  build needs the default image that the docker session builds first anyway, and because in
+  the docker session it would lengthen the longer line by its whole time;
+- in turn: the rest of the docker tier, then every other tier (fast, ray, nvflare, torch), on
+  this terminal as usual. The tiers with tight timing bounds (a failing round's seconds) come
+  last, after the container tiers have stopped competing with them.
 
-Both sessions share the images: ``fltest-deploy build`` takes a lock, so one builds and the
+The sessions share the images: ``fltest-deploy build`` takes a lock, so one builds and the
 other finds them built. Every session reports its skips and failures (``-ra``) and its 30 slowest
 tests (where the next minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every
 session too; markers (``-m``) do not belong here: run ``python -m pytest -m <tier>`` for one tier.
@@ -24,10 +28,11 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
-ANSIBLE_TIER = ["-m", "ansible"]
-IN_TURN = [["-m", "docker"], ["-m", "not docker and not ansible"]]
-ANSIBLE_PREFIX = "[ansible] "
+BESIDE = [["-m", "docker and torch"], ["-m", "ansible"]]  # one session after the other, beside IN_TURN
+IN_TURN = [["-m", "docker and not torch"], ["-m", "not docker and not ansible"]]
+BESIDE_PREFIX = "[beside] "
 REPORT = ["-ra", "--durations=30"]
+INTERRUPTED = 2  # pytest's exit code for a session stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED)
 
 
 def _pytest(markers: list[str], options: Sequence[str]) -> list[str]:
@@ -42,23 +47,31 @@ def _relay(stream: TextIO, prefix: str, out: TextIO) -> None:
         out.flush()
 
 
+def _beside(options: Sequence[str], codes: list[int]) -> None:
+    """Run the BESIDE sessions one after the other, their output relayed with BESIDE_PREFIX; their codes into ``codes``."""
+    for markers in BESIDE:
+        session = subprocess.Popen(_pytest(markers, options), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, bufsize=1)  # fmt: skip
+        _relay(session.stdout, BESIDE_PREFIX, sys.stdout)
+        codes.append(session.wait())
+        if codes[-1] == INTERRUPTED:  # Ctrl-C: start no further session
+            return
+
+
 def main(options: Sequence[str]) -> int:
     """Run the sessions; the first non-zero exit code, else 0."""
-    ansible = subprocess.Popen(_pytest(ANSIBLE_TIER, options), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, bufsize=1)  # fmt: skip
-    relay = threading.Thread(target=_relay, args=(ansible.stdout, ANSIBLE_PREFIX, sys.stdout))
-    relay.start()
+    beside_codes: list[int] = []
+    beside = threading.Thread(target=_beside, args=(options, beside_codes))
+    beside.start()
     codes = []
     try:
         for markers in IN_TURN:
             codes.append(subprocess.run(_pytest(markers, options)).returncode)
-        codes.append(ansible.wait())
-    except KeyboardInterrupt:  # Ctrl-C reached both sessions too (one process group): let them tear down
-        ansible.wait()
+        beside.join()
+    except KeyboardInterrupt:  # Ctrl-C reached every session too (one process group): let them tear down
+        beside.join()
         codes.insert(0, 130)
-    finally:
-        relay.join()
-    return next((code for code in codes if code), 0)
+    return next((code for code in [*codes, *beside_codes] if code), 0)
 
 
 if __name__ == "__main__":

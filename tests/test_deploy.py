@@ -14,7 +14,7 @@ import yaml
 import fltest
 from deploy.compose import compose_cli, compose_reason
 from deploy.flower_emulation.federation import FlowerFederation
-from deploy.images import CONTEXT_FILES, CONTEXT_FOLDERS, DOCKERFILE, REPO
+from deploy.images import CONTEXT_FILES, CONTEXT_FOLDERS, DOCKERFILE, REPO, serving_on_loopback, variant_tag
 from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
@@ -344,3 +344,46 @@ def test_the_image_build_sends_only_its_listed_files_so_no_key_or_token_reaches_
     allowed = set(CONTEXT_FILES)
     assert sent and all(path in allowed or path.split("/")[0] in (*CONTEXT_FOLDERS, "wheelhouse") for path in sent), sorted(
         path for path in sent if path not in allowed and path.split("/")[0] not in (*CONTEXT_FOLDERS, "wheelhouse"))
+
+
+def test_an_unknown_image_extra_is_one_line_and_exit_2_before_the_engine_is_asked():
+    result = subprocess.run([sys.executable, "-m", "deploy", "build", "--extras", "torch,tensorflow"], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"})  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("fltest-deploy: error: --extras: unknown extra tensorflow (pyproject.toml's extras: "), result.stderr
+    assert variant_tag("fltest:0.1.0", ("torch",)) == "fltest:0.1.0-torch" and variant_tag("fltest:0.1.0", ()) == "fltest:0.1.0"
+
+
+def test_the_extras_wheelhouse_is_served_on_loopback_only_while_the_build_runs(tmp_path):
+    """pip reads the listing as find-links; nothing answers on the host's other addresses, nor after the block."""
+    import urllib.request
+
+    (tmp_path / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    port = _free_port()
+    with serving_on_loopback(tmp_path, port) as url:
+        assert url == f"http://127.0.0.1:{port}/"
+        listing = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert 'href="demo-1.0-py3-none-any.whl"' in listing
+        assert urllib.request.urlopen(url + "demo-1.0-py3-none-any.whl", timeout=10).read() == b"wheel"
+        for address in _host_addresses():
+            with socket.socket() as probe:
+                probe.settimeout(3)
+                assert probe.connect_ex((address, port)) != 0, f"the wheelhouse answers on {address}:{port}"
+        with pytest.raises(FLTestError, match=rf"cannot serve {tmp_path} on 127.0.0.1:{port} for the build: "):
+            with serving_on_loopback(tmp_path, port):
+                pass
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0  # stopped with the block
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _host_addresses() -> list[str]:
+    """The host's IPv4 addresses other than loopback."""
+    output = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout
+    return [a for a in output.split() if "." in a and not a.startswith("127.")]

@@ -25,9 +25,10 @@ def _token_path(project) -> Path:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from deploy.images import build_images
+    from deploy.images import build_images, check_extras
 
-    image = build_images(docker_client(), args.pip_source, args.base_image)
+    extras = check_extras(tuple(name for name in args.extras.split(",") if name))  # before the engine is asked
+    image = build_images(docker_client(), args.pip_source, args.base_image, extras=extras)
     print(f"built {image.tags[0]} ({image.attrs['Size'] / 1e6:.0f} MB)")
     return 0
 
@@ -133,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="build the base image (if missing), the wheelhouse and the FLTest image")
     build.add_argument("--pip-source", choices=["wheelhouse", "pypi"], default="wheelhouse")
     build.add_argument("--base-image", help="e.g. python:3.11-slim-bookworm (default: build fltest-base:bookworm)")
+    build.add_argument("--extras", default="",
+                       help="pyproject extras to add, e.g. torch: builds the variant <FLTEST_IMAGE>-torch (default: none)")
     build.set_defaults(handler=_build)
 
     token = sub.add_parser("token", help="create the Ray token file if it is missing")
