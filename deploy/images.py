@@ -36,6 +36,8 @@ CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignor
 CONTEXT_FOLDERS = ("fltest", "deploy")
 FLTEST_LABEL = "org.opencontainers.image.title=fltest"  # set by the Dockerfile's final stage
 LOCK = Path(tempfile.gettempdir()) / "fltest-image-build.lock"  # one build at a time on this host
+# Set to 1 in the environment of a build whose caller holds LOCK around it (it would wait on itself).
+LOCK_HELD = "FLTEST_IMAGE_BUILD_LOCK_HELD"
 EXTRAS_WHEELHOUSE = REPO / "wheelhouse-extras"  # the extras' wheels (images/fill-wheelhouse.sh --extras)
 # Where a build of an image variant reads them (served on the host's loopback during the build): a
 # fixed address, as a build argument that changed would rebuild the extras' layer every time.
@@ -102,7 +104,12 @@ def one_build_at_a_time(report: Report = print_stage) -> Iterator[None]:
 
     Two builds of one tag at once would each leave the other's image untagged, and a build in
     progress shows its newest step as an untagged image (``docker images -f dangling=true``).
+    A caller that holds the lock around a whole ``fltest-deploy build`` (to count the untagged
+    images before and after it with no other build between) sets :data:`LOCK_HELD` for it.
     """
+    if os.environ.get(LOCK_HELD) == "1":
+        yield
+        return
     with LOCK.open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

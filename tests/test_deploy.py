@@ -14,7 +14,16 @@ import yaml
 import fltest
 from deploy.compose import compose_cli, compose_reason
 from deploy.flower_emulation.federation import FlowerFederation
-from deploy.images import CONTEXT_FILES, CONTEXT_FOLDERS, DOCKERFILE, REPO, serving_on_loopback, variant_tag
+from deploy.images import (
+    CONTEXT_FILES,
+    CONTEXT_FOLDERS,
+    DOCKERFILE,
+    LOCK_HELD,
+    REPO,
+    one_build_at_a_time,
+    serving_on_loopback,
+    variant_tag,
+)
 from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
@@ -387,3 +396,16 @@ def _host_addresses() -> list[str]:
     """The host's IPv4 addresses other than loopback."""
     output = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout
     return [a for a in output.split() if "." in a and not a.startswith("127.")]
+
+
+def test_a_build_whose_caller_holds_the_lock_does_not_wait_for_it_and_others_do():
+    """The docker tier's fixture holds the build lock around ``fltest-deploy build``, telling it so."""
+    take_lock = "from deploy.images import one_build_at_a_time\nwith one_build_at_a_time():\n    print('locked', flush=True)\n"
+    with one_build_at_a_time(report=lambda line: None):
+        told = subprocess.run([sys.executable, "-c", take_lock], env={**os.environ, LOCK_HELD: "1"}, cwd=REPO,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert told.stdout == "locked\n", told.stderr
+        with pytest.raises(subprocess.TimeoutExpired) as waited:
+            subprocess.run([sys.executable, "-c", take_lock], env={k: v for k, v in os.environ.items() if k != LOCK_HELD},
+                           cwd=REPO, capture_output=True, text=True, timeout=5)  # fmt: skip
+        assert b"waiting for another image build to finish" in (waited.value.stderr or b"")
