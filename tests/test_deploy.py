@@ -30,6 +30,7 @@ from deploy.node.healthcheck import closed_ports, head_unreachable
 from deploy.node.ray_start import PORTS, REFUSED, WORKER_PORTS, start_args
 from deploy.pki.ray_token import ensure_ray_token, token_problem
 from fltest.errors import FLTestError, InputError
+from tests.network import free_port, host_addresses
 
 
 def _flag(args: list[str], name: str) -> str | None:
@@ -369,13 +370,13 @@ def test_the_extras_wheelhouse_is_served_on_loopback_only_while_the_build_runs(t
     import urllib.request
 
     (tmp_path / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
-    port = _free_port()
+    port = free_port()
     with serving_on_loopback(tmp_path, port) as url:
         assert url == f"http://127.0.0.1:{port}/"
         listing = urllib.request.urlopen(url, timeout=10).read().decode()
         assert 'href="demo-1.0-py3-none-any.whl"' in listing
         assert urllib.request.urlopen(url + "demo-1.0-py3-none-any.whl", timeout=10).read() == b"wheel"
-        for address in _host_addresses():
+        for address in host_addresses():
             with socket.socket() as probe:
                 probe.settimeout(3)
                 assert probe.connect_ex((address, port)) != 0, f"the wheelhouse answers on {address}:{port}"
@@ -384,18 +385,6 @@ def test_the_extras_wheelhouse_is_served_on_loopback_only_while_the_build_runs(t
                 pass
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # stopped with the block
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _host_addresses() -> list[str]:
-    """The host's IPv4 addresses other than loopback."""
-    output = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout
-    return [a for a in output.split() if "." in a and not a.startswith("127.")]
 
 
 def test_a_build_whose_caller_holds_the_lock_does_not_wait_for_it_and_others_do():

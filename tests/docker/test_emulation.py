@@ -27,6 +27,7 @@ from deploy.pki.ray_token import ensure_ray_token
 from fltest.config import load_config
 from tests.conftest import REPO, base_config
 from tests.conformance import assert_conforms
+from tests.network import free_port, host_addresses
 
 pytestmark = pytest.mark.docker
 
@@ -479,23 +480,11 @@ def test_down_leaves_no_container_network_or_volume(emulation, docker_client):
     assert emulation.leftovers(docker_client) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _host_addresses() -> list[str]:
-    """The host's IPv4 addresses other than loopback (its interfaces, Docker's bridges too)."""
-    output = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout
-    return [a for a in output.split() if "." in a and not a.startswith("127.")]
-
-
 def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(docker_client, fltest_image, tmp_path, tier_report):
     """``fltest-deploy up --dashboard``: 127.0.0.1:<port> answers 401 without the token, 403 with a wrong one, 200 with it."""
     token = tmp_path / "ray_token"
     ensure_ray_token(token)
-    port = _free_port()
+    port = free_port()
     env = _env("fltest-test-dashboard", token, RAY_DASHBOARD_PORT=str(port))
     project = RayEmulation(name="fltest-test-dashboard")
     try:
@@ -527,7 +516,7 @@ def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(doc
         assert requests.get(url, headers={"Authorization": "Bearer " + "0" * 64}, timeout=10).status_code == 403
         allowed = requests.get(url, headers={"Authorization": f"Bearer {token.read_text().strip()}"}, timeout=10)
         assert allowed.status_code == 200 and isinstance(allowed.json(), list)  # the jobs (drivers) so far
-        for address in _host_addresses():
+        for address in host_addresses():
             with socket.socket() as probe:
                 probe.settimeout(3)
                 assert probe.connect_ex((address, port)) != 0, f"the dashboard answers on {address}:{port}"
