@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fltest.config.schema import ExperimentConfig
+from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
 from fltest.hooks import Hooks, Metrics, check_metrics
 from fltest.model import Model, load_model
 from fltest.params import Params
@@ -40,6 +41,13 @@ class ClientUpdate:
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
     """The seed of one client's local training in one round, drawn from the experiment's seed."""
     return int(np.random.SeedSequence([seed, 3, server_round, partition_id]).generate_state(1)[0])
+
+
+def with_proximal_mu(config: ExperimentConfig, mu: float) -> ExperimentConfig:
+    """``config`` whose clients train with FedProx's proximal term weighted ``mu``, as a framework's FedProx
+    server sent it to them (0: none)."""
+    strategy = FedProxStrategy(name="fedprox", mu=mu) if mu > 0 else FedAvgStrategy()
+    return config.model_copy(update={"training": config.training.model_copy(update={"strategy": strategy})})
 
 
 def client_update(

@@ -21,7 +21,7 @@ from fltest.fedavg import evaluate_global
 from fltest.hooks import Hooks, load_hooks
 from fltest.model import Model, initial_params, load_model
 from fltest.results.compare import compare_runs
-from fltest.results.recorder import RunRecorder
+from fltest.results.recorder import RunRecorder, drop_round_models
 from fltest.results.report import plot_report
 from fltest.rounds import RoundResult
 
@@ -94,29 +94,39 @@ def run_experiment(
     (experiment_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     shutil.copyfile(any_shards.label_plot, experiment_dir / LABEL_PLOT)  # how the clients' data differ
     summaries = []
-    for run in config.runs:
-        backend = backends[run.name]
-        shards = shard_sets[storages[run.name]]
-        info = {"experiment": config.name, "run": run.name, "framework": run.framework, "shards_key": shards.key}
-        recorder = RunRecorder(experiment_dir / run.name, info, config.training.rounds, config.output.save_round_models)
-        recorder.record_round(0, initial, initial_metrics)
-        log.info("run %s (%s): %d rounds, %d clients", run.name, run.framework, config.training.rounds, config.clients)
-        try:
-            progress = RecordedProgress(recorder, model, test, hooks)
-            backend.run(RunJob(config, run, shards, initial, hooks, recorder.run_dir, progress))
-        except KeyboardInterrupt:
-            recorder.finish("interrupted", "interrupted by the user")
-            raise
-        except FLTestError as exc:
-            summaries.append(recorder.finish("failed", str(exc)))
-            log.error("run %s failed: %s", run.name, exc)
-            continue
-        except Exception as exc:  # a backend's own error: keep the traceback in the log
-            log.debug("run %s traceback:\n%s", run.name, traceback.format_exc())
-            summaries.append(recorder.finish("failed", f"{type(exc).__name__}: {exc}"))
-            log.error("run %s failed: %s: %s", run.name, type(exc).__name__, exc)
-            continue
-        summaries.append(recorder.finish("completed"))
-    comparison = compare_runs(experiment_dir, summaries)
+    try:
+        for run in config.runs:
+            backend = backends[run.name]
+            shards = shard_sets[storages[run.name]]
+            info = {"experiment": config.name, "run": run.name, "framework": run.framework, "shards_key": shards.key}
+            recorder = RunRecorder(experiment_dir / run.name, info, config.training.rounds)  # keeps every round's model
+            recorder.record_round(0, initial, initial_metrics)
+            reason = backend.unsupported(config)
+            if reason is not None:
+                summaries.append(recorder.finish("unsupported", reason))
+                log.warning("run %s (%s) not run: %s", run.name, run.framework, reason)
+                continue
+            log.info("run %s (%s): %d rounds, %d clients", run.name, run.framework, config.training.rounds, config.clients)
+            try:
+                progress = RecordedProgress(recorder, model, test, hooks)
+                backend.run(RunJob(config, run, shards, initial, hooks, recorder.run_dir, progress))
+            except KeyboardInterrupt:
+                recorder.finish("interrupted", "interrupted by the user")
+                raise
+            except FLTestError as exc:
+                summaries.append(recorder.finish("failed", str(exc)))
+                log.error("run %s failed: %s", run.name, exc)
+                continue
+            except Exception as exc:  # a backend's own error: keep the traceback in the log
+                log.debug("run %s traceback:\n%s", run.name, traceback.format_exc())
+                summaries.append(recorder.finish("failed", f"{type(exc).__name__}: {exc}"))
+                log.error("run %s failed: %s: %s", run.name, type(exc).__name__, exc)
+                continue
+            summaries.append(recorder.finish("completed"))
+        comparison = compare_runs(experiment_dir, summaries)
+    finally:  # the per-round models serve the comparison; they stay only if asked for
+        if not config.output.save_round_models:
+            for run in config.runs:
+                drop_round_models(experiment_dir / run.name)
     plot_report(experiment_dir)
     return comparison

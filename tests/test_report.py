@@ -35,7 +35,7 @@ def _perturb_accuracy(run_dir, delta):
 def test_coinciding_curves_have_their_own_style_and_say_so(tmp_path):
     experiment = _two_reference_runs(tmp_path)
     figure = draw_report(experiment)
-    accuracy_axis, loss_axis, time_axis = figure.axes
+    accuracy_axis, loss_axis, _, _ = figure.axes
     for axis in (accuracy_axis, loss_axis):
         lines = axis.get_lines()
         assert [line.get_label() for line in lines] == [f"again ({IDENTICAL})", "reference"]
@@ -57,7 +57,7 @@ def test_a_run_that_differs_is_not_called_identical(tmp_path):
 def test_time_panel_shows_setup_and_median_round_of_every_run(tmp_path):
     experiment = _two_reference_runs(tmp_path)
     figure = draw_report(experiment)
-    time_axis = figure.axes[2]
+    time_axis = figure.axes[3]
     assert [t.get_text() for t in time_axis.get_yticklabels()] == ["again", "reference"]
     bars = {container.get_label(): [bar.get_width() for bar in container] for container in time_axis.containers}
     for run, index in (("again", 0), ("reference", 1)):
@@ -65,6 +65,21 @@ def test_time_panel_shows_setup_and_median_round_of_every_run(tmp_path):
         rounds = [json.loads(line)["round_s"] for line in (experiment / run / "metrics.jsonl").read_text().splitlines()]
         assert bars["setup"][index] == timings["setup_s"]
         assert bars["median round"][index] == sorted(rounds[1:])[1]  # the median of three rounds
+    plt.close(figure)
+
+
+def test_divergence_panel_draws_each_run_s_distance_to_the_reference_a_round(tmp_path):
+    experiment = _two_reference_runs(tmp_path)
+    comparison = json.loads((experiment / "comparison.json").read_text())
+    comparison["runs"][1]["param_diff_per_round"] = [0.0, 1e-6, 2e-3]  # as a run that drifts would have it
+    comparison["runs"][1]["first_divergent_round"] = 2
+    (experiment / "comparison.json").write_text(json.dumps(comparison))
+    figure = draw_report(experiment)
+    divergence_axis = figure.axes[2]
+    drawn = {line.get_label(): list(line.get_ydata()) for line in divergence_axis.get_lines()}
+    assert drawn["again (from round 2)"] == [0.0, 1e-6, 2e-3]
+    assert drawn[f"tolerance {comparison['tolerance']:g}"] == [comparison["tolerance"]] * 2
+    assert divergence_axis.get_yscale() == "symlog"
     plt.close(figure)
 
 

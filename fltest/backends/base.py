@@ -55,6 +55,14 @@ class Backend(ABC):
         Its options were checked by the schema; this checks what the schema cannot (files, other keys).
         """
 
+    def unsupported(self, config: ExperimentConfig) -> str | None:
+        """Why the framework has no implementation of its own for the config's strategy, else ``None``.
+
+        FLTest never replaces a framework's implementation with its own: such a run is recorded as
+        ``unsupported``, with this reason, in its summary, the comparison and the report.
+        """
+        return None
+
     @abstractmethod
     def run(self, job: RunJob) -> None:
         """Carry out the run, reporting every round."""

@@ -1,7 +1,8 @@
-"""The reference backend: FedAvg in plain numpy, one client after another, in process.
+"""The reference backend: the experiment's strategy in plain numpy, one client after another, in process.
 
-It is the ground truth the other backends are compared with: same config and
-seed, same result, bit for bit.
+It is the ground truth the other backends are compared with: same config and seed, same
+result, bit for bit for FedAvg. Its server steps are :mod:`fltest.server_update`'s, written
+from the strategies' papers.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 from fltest.backends.base import Backend, RunJob
 from fltest.fedavg import aggregate, client_update, select_clients
 from fltest.rounds import RoundResult
+from fltest.server_update import server_update
 
 
 class ReferenceBackend(Backend):
-    """Sequential FedAvg over the memory-mapped shards."""
+    """The strategy, client after client, over the memory-mapped shards."""
 
     framework = "reference"
 
@@ -22,10 +24,12 @@ class ReferenceBackend(Backend):
         client_data = [shards.client_arrays(i) for i in range(shards.num_clients)]
         job.progress.setup_done()
         params = job.initial_params
+        server = server_update(config.training.strategy)
         for server_round in range(1, config.training.rounds + 1):
             selected = select_clients(shards.num_clients, config.training.fraction_fit, config.seed, server_round)
             updates = [
                 client_update(config, job.hooks, pid, server_round, params, *client_data[pid]) for pid in selected
             ]
-            params, train_metrics = aggregate(updates)
+            _, train_metrics = aggregate(updates)
+            params = server.apply(params, updates)
             job.progress.round_done(RoundResult(server_round, params, train_metrics, selected))

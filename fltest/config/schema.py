@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from fltest.config.partitions import IidPartition, PartitionConfig
 from fltest.config.runs import RUN_NAME_PATTERN, RunConfig
+from fltest.config.strategies import FedAvgStrategy, StrategyConfig, named_strategy
 
 
 class _Strict(BaseModel):
@@ -72,7 +73,7 @@ class ModelConfig(_Strict):
 
 
 class TrainingConfig(_Strict):
-    """Rounds, local work per round, and client sampling."""
+    """Rounds, local work per round, client sampling, and the server strategy (FedAvg by default)."""
 
     rounds: PositiveInt
     local_epochs: PositiveInt | None = None
@@ -81,6 +82,12 @@ class TrainingConfig(_Strict):
     learning_rate: Annotated[float, Field(gt=0)] = 0.1
     fraction_fit: Annotated[float, Field(gt=0, le=1)] = 1.0
     round_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    strategy: StrategyConfig = Field(default_factory=FedAvgStrategy)
+
+    @field_validator("strategy", mode="before")
+    @classmethod
+    def _strategy_by_name(cls, value: object) -> object:
+        return named_strategy(value)
 
     @model_validator(mode="after")
     def _one_budget(self) -> TrainingConfig:

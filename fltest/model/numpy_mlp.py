@@ -73,14 +73,18 @@ class NumpyMLP:
         """Minibatch SGD from ``params`` for ``local_epochs`` epochs or ``local_steps`` steps.
 
         Batches come from :func:`~fltest.model.batches.local_batches` (seeded by ``seed``); the
-        input parameters are not modified. Metrics: ``train_loss`` (mean batch loss), ``steps``.
+        input parameters are not modified. With FedProx each gradient gains ``mu * (w - params)``.
+        Metrics: ``train_loss`` (mean batch cross-entropy, without the proximal term), ``steps``.
         """
         x, y = _rows(features), labels
-        params = [p.copy() for p in params]
+        start, params = params, [p.copy() for p in params]
+        mu = training.strategy.proximal_mu
         losses = []
         for batch in local_batches(len(y), training, seed):
             loss, grads = _gradients(params, x[batch], y[batch])
-            for p, g in zip(params, grads):
+            for p, g, p0 in zip(params, grads, start):
+                if mu:  # FedProx: the gradient of mu/2 ||w - w_t||^2 too
+                    g = g + mu * (p - p0)
                 p -= training.learning_rate * g
             losses.append(loss)
         return LocalResult(params=params, metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))})

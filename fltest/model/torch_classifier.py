@@ -155,19 +155,27 @@ class TorchClassifier:
         return _params_of(network)
 
     def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
-        """Minibatch training from ``params`` with the optimizer, cross-entropy loss; metrics ``train_loss``, ``steps``."""
+        """Minibatch training from ``params`` with the optimizer, cross-entropy loss; metrics ``train_loss``, ``steps``.
+
+        With FedProx each parameter's gradient gains ``mu * (w - w_t)`` before the optimizer's step.
+        """
         device = training_device()
         with deterministic(self.threads, seed, device):
             network = self._network_with(params, features, device)
             optimizer = self.optimizer(list(network.parameters()), training.learning_rate)
             inputs, targets = _inputs(features, self.dtype, device), torch.from_numpy(labels.astype(np.int64)).to(device)
             network.train()
+            mu = training.strategy.proximal_mu
+            start = [p.detach().clone() for p in network.parameters()]
             losses = []
             for batch in local_batches(len(labels), training, seed):
                 index = torch.from_numpy(batch).to(device)
                 optimizer.zero_grad()
                 loss = nn.functional.cross_entropy(network(inputs[index]), targets[index])
                 loss.backward()
+                if mu:  # FedProx: the gradient of mu/2 ||w - w_t||^2 too
+                    for parameter, initial in zip(network.parameters(), start):
+                        parameter.grad.add_(parameter.detach() - initial, alpha=mu)
                 optimizer.step()
                 losses.append(loss.item())
         return LocalResult(params=_params_of(network), metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))})

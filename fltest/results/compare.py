@@ -11,31 +11,59 @@ from fltest.results.files import read_jsonl, write_json_atomic
 from fltest.params import load_params
 
 
+# |Δw| up to which a run's global model agrees with the reference's. FedAvg and FedProx measured 0
+# (bit for bit) on every framework; a run beyond it in some round "diverges" from that round on.
+TOLERANCE = 1e-9
+
+
 def max_param_difference(a: Path, b: Path) -> float:
     """Largest absolute difference between two saved parameter lists."""
     left, right = load_params(a), load_params(b)
     return float(max(np.max(np.abs(x - y)) for x, y in zip(left, right, strict=True)))
 
 
+def differences_per_round(run_dir: Path, reference_dir: Path) -> list[float]:
+    """|Δw| between the two runs' global models after each round both recorded (``models/round-NNNN.npz``), from round 1."""
+    rounds = []
+    for path in sorted((run_dir / "models").glob("round-*.npz")):
+        theirs = reference_dir / "models" / path.name
+        if path.name != "round-0000.npz" and theirs.is_file():
+            rounds.append(max_param_difference(path, theirs))
+    return rounds
+
+
+def first_divergent_round(differences: list[float], tolerance: float = TOLERANCE) -> int | None:
+    """The first round (from 1) whose |Δw| exceeds ``tolerance``, or ``None`` if none does."""
+    return next((index + 1 for index, difference in enumerate(differences) if difference > tolerance), None)
+
+
 def compare_runs(experiment_dir: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Write ``comparison.json``: each run's results and its distance to the reference run."""
+    """Write ``comparison.json``: each run's results and its distance to the reference run, after each round
+    (``param_diff_per_round``) and at the end, and the first round beyond :data:`TOLERANCE`.
+
+    The per-round distances need the runs' ``models/`` folders, which the runner keeps until then.
+    """
     reference = next((s for s in summaries if s["framework"] == "reference" and s["status"] == "completed"), None)
     rows = []
     for summary in summaries:
         row = {k: summary[k] for k in ("run", "framework", "status", "rounds_completed", "wall_s")}
-        row["accuracy"] = summary["final"].get("accuracy")
-        row["loss"] = summary["final"].get("loss")
+        if summary["status"] == "unsupported":  # not run: its final metrics are the initial model's
+            row.update(accuracy=None, loss=None, reason=summary["error"])
+        else:
+            row.update(accuracy=summary["final"].get("accuracy"), loss=summary["final"].get("loss"))
         if reference is not None and summary["status"] == "completed" and summary is not reference:
             run_dir, ref_dir = experiment_dir / summary["run"], experiment_dir / reference["run"]
             row["max_param_diff_vs_reference"] = max_param_difference(
                 run_dir / "model_final.npz", ref_dir / "model_final.npz"
             )
+            row["param_diff_per_round"] = differences_per_round(run_dir, ref_dir)
+            row["first_divergent_round"] = first_divergent_round(row["param_diff_per_round"])
             ours, theirs = read_jsonl(run_dir / "metrics.jsonl"), read_jsonl(ref_dir / "metrics.jsonl")
             row["max_accuracy_diff_vs_reference"] = max(
                 abs(a["test"]["accuracy"] - b["test"]["accuracy"]) for a, b in zip(ours, theirs)
             )
             row["wall_ratio_vs_reference"] = summary["wall_s"] / reference["wall_s"]
         rows.append(row)
-    comparison = {"reference_run": reference["run"] if reference else None, "runs": rows}
+    comparison = {"reference_run": reference["run"] if reference else None, "tolerance": TOLERANCE, "runs": rows}
     write_json_atomic(experiment_dir / "comparison.json", comparison)
     return comparison

@@ -1,7 +1,8 @@
 """Record one run: per-round metrics as JSONL, timings, models, and a summary written last.
 
 ``summary.json`` is written only when the run ends, through a rename, with a
-``status`` of ``completed``, ``failed`` or ``interrupted``; a run killed outright
+``status`` of ``completed``, ``failed``, ``interrupted`` or ``unsupported`` (the framework has
+no implementation of its own for the strategy: ``error`` says so); a run killed outright
 leaves no summary at all. A stale summary is removed when a run starts.
 """
 
@@ -26,15 +27,19 @@ from fltest.results.files import write_json_atomic
 log = logging.getLogger(__name__)
 
 
+def drop_round_models(run_dir: Path) -> None:
+    """Remove a run's per-round models (``models/``), kept only with ``output.save_round_models``."""
+    shutil.rmtree(run_dir / "models", ignore_errors=True)
+
+
 class RunRecorder:
     """Collects one run's rounds and writes its results folder."""
 
-    def __init__(self, run_dir: Path, info: dict[str, Any], rounds: int, save_round_models: bool) -> None:
+    def __init__(self, run_dir: Path, info: dict[str, Any], rounds: int) -> None:
         """Prepare ``run_dir`` for a fresh run; ``info`` goes into the summary as it is."""
         self.run_dir = run_dir
         self.info = info
         self.rounds = rounds
-        self.save_round_models = save_round_models
         self.timings: dict[str, float] = {}
         self.last_round = -1
         self.final_metrics: Metrics = {}
@@ -45,9 +50,8 @@ class RunRecorder:
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("summary.json", "metrics.jsonl", "timings.json", "model_final.npz"):
             (run_dir / stale).unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "models", ignore_errors=True)
-        if save_round_models:
-            (run_dir / "models").mkdir()
+        drop_round_models(run_dir)
+        (run_dir / "models").mkdir()
         self._metrics_file = (run_dir / "metrics.jsonl").open("a")
         self._bar = tqdm(total=rounds, desc=info.get("run", "run"), unit="round", file=sys.stderr, disable=None, leave=True)
 
@@ -80,8 +84,7 @@ class RunRecorder:
         self._last_mark = now
         self._metrics_file.write(json.dumps(record, sort_keys=True) + "\n")
         self._metrics_file.flush()
-        if self.save_round_models:
-            save_params(self.run_dir / "models" / f"round-{server_round:04d}.npz", params)
+        save_params(self.run_dir / "models" / f"round-{server_round:04d}.npz", params)
         self.last_round = server_round
         self.final_metrics = test_metrics
         self._final_params = params

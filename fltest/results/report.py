@@ -33,6 +33,7 @@ class RunCurves:
 
     name: str
     framework: str
+    status: str
     rounds: list[int]
     accuracy: list[float]
     loss: list[float]
@@ -48,6 +49,7 @@ class RunCurves:
         return cls(
             name=run_dir.name,
             framework=summary.get("framework", ""),
+            status=summary.get("status", ""),
             rounds=[r["round"] for r in records],
             accuracy=[r["test"]["accuracy"] for r in records],
             loss=[r["test"]["loss"] for r in records],
@@ -78,17 +80,24 @@ def reference_run(experiment_dir: Path, runs: list[RunCurves]) -> RunCurves | No
 
 
 def legend_labels(runs: list[RunCurves], reference: RunCurves | None) -> list[str]:
-    """Each run's legend label: its name, with a note when its curves coincide with the reference run's."""
-    return [
-        f"{run.name} ({IDENTICAL})" if reference and run is not reference and run.same_curves_as(reference) else run.name
-        for run in runs
-    ]
+    """Each run's legend label: its name, with a note when its curves coincide with the reference run's,
+    or when its framework has no implementation of the strategy (``unsupported``: only round 0 drawn)."""
+
+    def label(run: RunCurves) -> str:
+        if run.status == "unsupported":
+            return f"{run.name} (unsupported: not run)"
+        if reference and run is not reference and run.same_curves_as(reference):
+            return f"{run.name} ({IDENTICAL})"
+        return run.name
+
+    return [label(run) for run in runs]
 
 
 def draw_report(experiment_dir: Path) -> Figure:
-    """The report figure: accuracy and loss per round, then each run's setup time and median time per round."""
+    """The report figure: accuracy, loss and |Δw| from the reference per round, then each run's setup time
+    and median time per round."""
     runs = read_runs(experiment_dir)
-    figure, (acc_ax, loss_ax, time_ax) = plt.subplots(1, 3, figsize=(16, 4.6), width_ratios=(1, 1, 0.9))
+    figure, (acc_ax, loss_ax, diff_ax, time_ax) = plt.subplots(1, 4, figsize=(21, 4.6), width_ratios=(1, 1, 1, 0.9))
     styles = zip(cycle(LINE_STYLES), cycle(MARKERS))
     labels = legend_labels(runs, reference_run(experiment_dir, runs))
     for index, (run, label, (style, marker)) in enumerate(zip(runs, labels, styles)):
@@ -106,10 +115,34 @@ def draw_report(experiment_dir: Path) -> Figure:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
         axis.legend(fontsize="small")
+    _draw_divergence(diff_ax, read_json_object(Path(experiment_dir) / "comparison.json"))
     _draw_times(time_ax, runs)
     figure.suptitle(Path(experiment_dir).name)
     figure.tight_layout()
     return figure
+
+
+def _draw_divergence(axis: plt.Axes, comparison: dict) -> None:
+    """Each run's |Δw| from the reference's global model after every round (``comparison.json``), on a
+    scale linear below the tolerance and logarithmic above, with the tolerance drawn."""
+    tolerance = comparison.get("tolerance", 0.0)
+    rows = [row for row in comparison.get("runs", []) if row.get("param_diff_per_round")]
+    for row, style, marker in zip(rows, cycle(LINE_STYLES[1:]), cycle(MARKERS[1:])):  # the reference has the first
+        differences = row["param_diff_per_round"]
+        diverges = row.get("first_divergent_round")
+        label = f"{row['run']} (from round {diverges})" if diverges else f"{row['run']} (within tolerance)"
+        axis.plot(range(1, len(differences) + 1), differences, linestyle=style, marker=marker, markerfacecolor="none", label=label)
+    if tolerance:
+        axis.axhline(tolerance, color="grey", linewidth=1, linestyle=":", label=f"tolerance {tolerance:g}")
+        axis.set_yscale("symlog", linthresh=tolerance)
+    axis.set_xlabel("round")
+    axis.set_title("max |Δw| from the reference")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.grid(alpha=0.3)
+    if rows:
+        axis.legend(fontsize="small")
+    else:
+        axis.text(0.5, 0.5, "no run to compare", ha="center", va="center", transform=axis.transAxes)
 
 
 def _draw_times(axis: plt.Axes, runs: list[RunCurves]) -> None:

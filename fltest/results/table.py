@@ -14,7 +14,8 @@ def _cell(value: Any) -> str:
 
 
 def format_table(comparison: dict[str, Any]) -> str:
-    """A plain-text table: one row a run, with accuracy, loss, time and distance to the reference."""
+    """A plain-text table: one row a run, with accuracy, loss, time and distance to the reference; then a
+    line for each run its framework could not carry out with an implementation of its own (and why)."""
     columns = [
         ("run", "run"),
         ("framework", "framework"),
@@ -25,10 +26,12 @@ def format_table(comparison: dict[str, Any]) -> str:
         ("wall s", "wall_s"),
         ("x ref time", "wall_ratio_vs_reference"),
         ("max |dw| vs ref", "max_param_diff_vs_reference"),
+        ("diverges at", "first_divergent_round"),
     ]
     rows = [[_cell(row.get(key)) for _, key in columns] for row in comparison["runs"]]
     widths = [max(len(title), *(len(r[i]) for r in rows)) for i, (title, _) in enumerate(columns)]
     lines = ["  ".join(title.ljust(w) for (title, _), w in zip(columns, widths))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
+    lines += [f"{row['run']}: not run: {row['reason']}" for row in comparison["runs"] if row.get("reason")]
     return "\n".join(lines)

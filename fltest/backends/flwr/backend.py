@@ -15,7 +15,7 @@ from fltest.backends.base import STARTUP_S, Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app, params_to_record, record_to_params
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.stoppable_grid import RunStopped, StoppableGrid
-from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
+from fltest.backends.flwr.strategy import discover_partitions, flower_strategy
 from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
-    """The ServerApp: discover partitions, run SelectedFedAvg, report every round; it returns once ``stop`` is set."""
+    """The ServerApp: discover partitions, run Flower's strategy, report every round; it returns once ``stop`` is set."""
     config, progress = job.config, job.progress
     app = ServerApp()
 
@@ -41,7 +41,7 @@ def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
         timeout = config.training.round_timeout_s
         mapping = discover_partitions(grid, config.clients, STARTUP_S + timeout)  # the actors start on their first message
         progress.setup_done()
-        strategy = SelectedFedAvg(mapping, config.seed, config.training.fraction_fit)
+        strategy = flower_strategy(config.training.strategy, mapping, config.seed, config.training.fraction_fit)
 
         def report(server_round: int, arrays: ArrayRecord) -> None:
             if server_round > 0:
@@ -63,7 +63,7 @@ def _make_server_app(job: RunJob, stop: threading.Event) -> ServerApp:
 
 
 class FlwrBackend(Backend):
-    """Flower 1.42 simulation (Message API: ServerApp, ClientApp, FedAvg) on Ray."""
+    """Flower 1.42 simulation (Message API: ServerApp, ClientApp, Flower's strategy classes) on Ray."""
 
     framework = "flwr"
 

@@ -19,13 +19,14 @@ from flwr.clientapp import ClientApp
 
 from fltest.backends.flwr.time_limit import call_within
 from fltest.config.schema import ExperimentConfig
-from fltest.fedavg import client_update
+from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
 from fltest.params import Params, keyed, unkeyed
 
 ShardSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 PARAMS_KEY = "arrays"
 HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
+PROXIMAL_MU_KEY = "proximal-mu"  # in the train config of Flower's FedProx
 
 
 def params_to_record(params: Params) -> ArrayRecord:
@@ -52,10 +53,12 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
         partition_id = int(context.node_config["partition-id"])
         server_round = int(msg.content["config"]["server-round"])
         params = record_to_params(msg.content[PARAMS_KEY])
+        mu = msg.content["config"].get(PROXIMAL_MU_KEY)  # Flower's FedProx sends its clients mu
+        run_config = config if mu is None else with_proximal_mu(config, float(mu))
 
         def local_training():
             x, y = shard_source(partition_id)
-            return client_update(config, load_hooks(config.hooks), partition_id, server_round, params, x, y)
+            return client_update(run_config, load_hooks(config.hooks), partition_id, server_round, params, x, y)
 
         update = call_within(config.training.round_timeout_s, local_training)
         metrics = MetricRecord({"num-examples": update.num_examples, **update.metrics})

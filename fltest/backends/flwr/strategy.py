@@ -1,4 +1,9 @@
-"""FedAvg that trains the partitions FLTest selects and fails loudly on any client error."""
+"""Flower's own strategies, training the partitions FLTest selects and failing loudly on any client error.
+
+Each of the config's strategies is Flower's class of that name (``flwr.serverapp.strategy``:
+FedAvg, FedProx, FedAvgM, FedAdagrad, FedAdam, FedYogi) with the experiment's parameters; FLTest
+adds only which partitions train and the order their replies are summed in (partition order).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,18 @@ from collections.abc import Iterable, Mapping
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.common.constant import HEARTBEAT_PATIENCE, ErrorCode
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import FedAdagrad, FedAdam, FedAvg, FedAvgM, FedProx, FedYogi
 
 from fltest.backends.flwr.client_app import HOST_KEY
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
+from fltest.config.strategies import (
+    FedAdagradStrategy,
+    FedAdamStrategy,
+    FedAvgMStrategy,
+    FedProxStrategy,
+    FedYogiStrategy,
+    StrategyConfig,
+)
 from fltest.errors import RunFailed
 from fltest.fedavg import select_clients
 
@@ -61,8 +74,8 @@ def _reason(reply: Message) -> str:
     return lines[-1] if lines else f"error code {reply.error.code}"
 
 
-class SelectedFedAvg(FedAvg):
-    """Flower's FedAvg, training the partitions :func:`fltest.fedavg.select_clients` picks.
+class SelectedPartitions:
+    """Put before one of Flower's strategy classes: it trains the partitions :func:`fltest.fedavg.select_clients` picks.
 
     Replies are summed in partition order, as the reference backend sums them; a
     client error or a missing reply fails the run instead of shrinking the round.
@@ -70,13 +83,21 @@ class SelectedFedAvg(FedAvg):
     """
 
     def __init__(
-        self, node_to_partition: dict[int, int], seed: int, fraction: float, node_names: Mapping[int, str] | None = None
+        self,
+        node_to_partition: dict[int, int],
+        seed: int,
+        fraction: float,
+        node_names: Mapping[int, str] | None = None,
+        **flower_parameters: float,
     ) -> None:
         """Train the nodes of ``node_to_partition``; ``seed``/``fraction`` drive the selection.
 
-        ``node_names`` (``{node_id: name}``, e.g. ``SuperNode <hostname>``) names a node in error lines.
+        ``node_names`` (``{node_id: name}``, e.g. ``SuperNode <hostname>``) names a node in error lines;
+        ``flower_parameters`` go to the Flower strategy (``eta``, ``proximal_mu``, ...).
         """
-        super().__init__(fraction_evaluate=0.0, min_available_nodes=len(node_to_partition))
+        every_node = len(node_to_partition)  # Flower configures them all; the selected ones are sent
+        super().__init__(fraction_train=1.0, min_train_nodes=every_node, fraction_evaluate=0.0,  # type: ignore[call-arg]
+                         min_available_nodes=every_node, **flower_parameters)  # fmt: skip
         self.node_to_partition = node_to_partition
         self.partition_to_node = {p: n for n, p in node_to_partition.items()}
         self.seed = seed
@@ -90,15 +111,12 @@ class SelectedFedAvg(FedAvg):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """One train message to each selected partition's node."""
+        """The Flower strategy's train messages (its state and config: FedOpt's current model, FedProx's
+        ``proximal-mu``), kept for the selected partitions' nodes only, in partition order."""
         selected = select_clients(len(self.node_to_partition), self.fraction, self.seed, server_round)
         self.selected[server_round] = selected
-        config["server-round"] = server_round
-        content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
-        self._sent[server_round] = [
-            Message(content, dst_node_id=self.partition_to_node[p], message_type=MessageType.TRAIN)
-            for p in selected
-        ]
+        by_node = {m.metadata.dst_node_id: m for m in super().configure_train(server_round, arrays, config, grid)}  # type: ignore[misc]
+        self._sent[server_round] = [by_node[self.partition_to_node[p]] for p in selected]
         return self._sent[server_round]
 
     def _client(self, partition: int) -> str:
@@ -134,6 +152,56 @@ class SelectedFedAvg(FedAvg):
             missing = sorted(set(self.selected[server_round]) - set(answered))
             raise RunFailed(f"round {server_round}: no reply in time from {', '.join(map(self._client, missing))}")
         self.client_hosts.update(str(m.content[HOST_KEY]["hostname"]) for m in replies)
-        arrays, metrics = super().aggregate_train(server_round, replies)
+        arrays, metrics = super().aggregate_train(server_round, replies)  # type: ignore[misc]
         self.train_metrics[server_round] = {k: float(v) for k, v in (metrics or {}).items()}
         return arrays, metrics
+
+
+class SelectedFedAvg(SelectedPartitions, FedAvg):
+    """Flower's FedAvg on FLTest's selection."""
+
+
+class SelectedFedProx(SelectedPartitions, FedProx):
+    """Flower's FedProx on FLTest's selection: FedAvg that sends its clients ``proximal-mu``."""
+
+
+class SelectedFedAvgM(SelectedPartitions, FedAvgM):
+    """Flower's FedAvgM on FLTest's selection."""
+
+
+class SelectedFedAdagrad(SelectedPartitions, FedAdagrad):
+    """Flower's FedAdagrad on FLTest's selection."""
+
+
+class SelectedFedAdam(SelectedPartitions, FedAdam):
+    """Flower's FedAdam on FLTest's selection."""
+
+
+class SelectedFedYogi(SelectedPartitions, FedYogi):
+    """Flower's FedYogi on FLTest's selection."""
+
+
+def flower_strategy(
+    strategy: StrategyConfig,
+    node_to_partition: dict[int, int],
+    seed: int,
+    fraction: float,
+    node_names: Mapping[int, str] | None = None,
+) -> SelectedPartitions:
+    """Flower's own class for ``strategy``, given the experiment's parameters under Flower's names.
+
+    Flower's FedAdagrad takes no ``beta_1`` (it keeps no momentum): the config's is not used there.
+    """
+    selection = (node_to_partition, seed, fraction, node_names)
+    if isinstance(strategy, FedProxStrategy):
+        return SelectedFedProx(*selection, proximal_mu=strategy.mu)
+    if isinstance(strategy, FedAvgMStrategy):
+        return SelectedFedAvgM(*selection, server_learning_rate=strategy.server_learning_rate,
+                               server_momentum=strategy.server_momentum)  # fmt: skip
+    if isinstance(strategy, FedAdagradStrategy):
+        return SelectedFedAdagrad(*selection, eta=strategy.server_learning_rate, tau=strategy.tau)
+    if isinstance(strategy, FedAdamStrategy | FedYogiStrategy):
+        adaptive = SelectedFedAdam if isinstance(strategy, FedAdamStrategy) else SelectedFedYogi
+        return adaptive(*selection, eta=strategy.server_learning_rate, beta_1=strategy.beta_1, beta_2=strategy.beta_2,
+                        tau=strategy.tau)  # fmt: skip
+    return SelectedFedAvg(*selection)

@@ -2,7 +2,7 @@
 
 Both read the experiment from the run config (:mod:`fltest.backends.flwr_deployment.app_dir`
 writes it). The ClientApp reads its partition from the folder its SuperNode's node config
-names (``data-path``); the ServerApp trains with :class:`SelectedFedAvg`, as the simulation
+names (``data-path``); the ServerApp trains with Flower's class for the strategy, as the simulation
 does, and reports every round through the run's log.
 """
 
@@ -16,7 +16,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fltest.backends.flwr.client_app import HOST_KEY, make_client_app, params_to_record, record_to_params
-from fltest.backends.flwr.strategy import SelectedFedAvg, discover_partitions
+from fltest.backends.flwr.strategy import discover_partitions, flower_strategy
 from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, NodeShard
@@ -41,14 +41,14 @@ def experiment(context: Context) -> ExperimentConfig:
 
 @server_app.main()
 def server_main(grid: Grid, context: Context) -> None:
-    """Discover the partitions, run SelectedFedAvg, report each round; a failure is reported, then raised."""
+    """Discover the partitions, run Flower's strategy, report each round; a failure is reported, then raised."""
     config = experiment(context)
     try:
         timeout = config.training.round_timeout_s
         hosts: dict[int, str] = {}
         mapping = discover_partitions(grid, config.clients, timeout, hosts)
         names = {node: f"SuperNode {host}" for node, host in hosts.items()}
-        strategy = SelectedFedAvg(mapping, config.seed, config.training.fraction_fit, names)
+        strategy = flower_strategy(config.training.strategy, mapping, config.seed, config.training.fraction_fit, names)
         feature_shape = tuple(int(n) for n in str(context.run_config[FEATURES_KEY]).split(","))
         initial = initial_params(load_model(config.model), feature_shape, int(context.run_config[CLASSES_KEY]), config.seed)
 

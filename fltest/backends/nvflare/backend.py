@@ -23,6 +23,17 @@ SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in
 POLL_S = 0.05
 
 
+_FEDOPT_ONLY = ("NVFlare 2.9 has {name} only through its FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), "
+                "which steps a torch.optim optimizer over a PyTorch module the server holds; FLTest's models reach "
+                "NVFlare as lists of numpy arrays (FrameworkType.NUMPY)")
+UNSUPPORTED_STRATEGIES = {  # strategy -> why NVFlare cannot run it with an implementation of its own
+    "fedavgm": _FEDOPT_ONLY.format(name="server momentum (FedAvgM: SGD with momentum)"),
+    "fedadagrad": _FEDOPT_ONLY.format(name="FedAdagrad (torch.optim.Adagrad)"),
+    "fedadam": _FEDOPT_ONLY.format(name="FedAdam (torch.optim.Adam)"),
+    "fedyogi": "NVFlare 2.9 has no FedYogi",
+}
+
+
 def simulator_threads(config: ExperimentConfig) -> int:
     """Clients the simulator runs at once: every client, each in a worker process of its own.
 
@@ -41,6 +52,10 @@ class NVFlareBackend(Backend):
     """
 
     framework = "nvflare"
+
+    def unsupported(self, config: ExperimentConfig) -> str | None:
+        """NVFlare 2.9 has FedAvg and FedProx for models sent as numpy arrays, and nothing else of the config's."""
+        return UNSUPPORTED_STRATEGIES.get(config.training.strategy.name)
 
     def run(self, job: RunJob) -> None:
         """Export the job, run the simulator and report each round as the server reports it."""

@@ -4,7 +4,7 @@ NVFlare runs this file (``ScriptRunner``, in the client's process) once per
 simulated site. The site ``site-<n>`` is partition ``n - 1``; it memory-maps its
 shard from the local cache named in the run spec (``FLTEST_NVFLARE_SPEC``), and
 every round runs :func:`fltest.fedavg.client_update`, the reference backend's own
-local training and hooks. A client that fails writes one line saying why to the
+local training and hooks (with FedProx's term where NVFlare's FedAvg sends ``fedprox_mu``). A client that fails writes one line saying why to the
 run's workspace, then raises (which fails the NVFlare job).
 """
 
@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import nvflare.client as flare
 from nvflare.apis.fl_constant import FLMetaKey
+from nvflare.app_common.app_constant import AlgorithmConstants
+from nvflare.app_common.utils.fedprox_utils import get_fedprox_mu
 
 from fltest.backends.nvflare.exchange import RunFiles, RunSpec, partition_of
-from fltest.fedavg import client_update
+from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
 from fltest.params import keyed, unkeyed
 
@@ -40,7 +42,9 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
             break
         server_round = task.current_round + 1
         try:
-            update = client_update(config, hooks, partition_id, server_round, unkeyed(task.params), x, y)
+            mu = get_fedprox_mu(task) if AlgorithmConstants.FEDPROX_MU in (task.meta or {}) else None  # NVFlare's FedProx
+            run_config = config if mu is None else with_proximal_mu(config, mu)
+            update = client_update(run_config, hooks, partition_id, server_round, unkeyed(task.params), x, y)
         except Exception as exc:
             files.write_failure(partition_id, f"round {server_round}: client {partition_id} failed: {_describe(exc)}")
             raise

@@ -32,6 +32,7 @@ def export_job(config: ExperimentConfig, files: RunFiles) -> Path:
             seed=config.seed,
             fraction_fit=config.training.fraction_fit,
             workspace=str(files.root),
+            fedprox_mu=config.training.strategy.proximal_mu or None,
         )
     )
     job.to_server({"server": {"task_request_interval": TASK_REQUEST_INTERVAL_S}})

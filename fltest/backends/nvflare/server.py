@@ -78,8 +78,12 @@ class FLTestFedAvg(FedAvg):
         seed: int,
         fraction_fit: float,
         workspace: str,
+        fedprox_mu: float | None = None,
     ) -> None:
-        """FedAvg over ``num_clients`` clients for ``num_rounds`` rounds; ``workspace`` is the run's folder."""
+        """FedAvg over ``num_clients`` clients for ``num_rounds`` rounds; ``workspace`` is the run's folder.
+
+        ``fedprox_mu``: NVFlare's FedProx, which sends its clients ``fedprox_mu`` with every model.
+        """
         super().__init__(
             num_clients=num_clients,
             num_rounds=num_rounds,
@@ -87,6 +91,7 @@ class FLTestFedAvg(FedAvg):
             aggregator=PartitionOrderAggregator(),
             ignore_result_error=False,
             task_check_period=TASK_CHECK_PERIOD_S,
+            fedprox_mu=fedprox_mu,
         )
         self.seed = seed
         self.fraction_fit = fraction_fit

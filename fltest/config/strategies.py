@@ -1,0 +1,95 @@
+"""The server strategy of an experiment (``training.strategy``), typed: one model a strategy, with its parameters.
+
+A config names a strategy with defaults (``strategy: fedadam``) or sets its parameters
+(``strategy: {name: fedadam, server_learning_rate: 0.01, tau: 0.001}``). Which model validates it
+follows from ``name``; a parameter of another strategy, or a value out of range, is refused by
+the schema with the field's path. The rules themselves live in :mod:`fltest.strategy`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STRATEGIES = ("fedavg", "fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi")
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+Decay = Annotated[float, Field(ge=0, lt=1)]
+
+
+class _Strategy(BaseModel):
+    """A strategy's parameters: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @property
+    def proximal_mu(self) -> float:
+        """The weight of FedProx's proximal term in local training; 0 for every other strategy."""
+        return 0.0
+
+
+class FedAvgStrategy(_Strategy):
+    """FedAvg (McMahan et al., 2017): the new global model is the clients' average, weighted by examples."""
+
+    name: Literal["fedavg"] = "fedavg"
+
+
+class FedProxStrategy(_Strategy):
+    """FedProx (Li et al., 2020): FedAvg whose clients minimise ``F_k(w) + mu/2 ||w - w_t||^2``."""
+
+    name: Literal["fedprox"]
+    mu: PositiveFloat
+
+    @property
+    def proximal_mu(self) -> float:
+        """``mu``: local training adds ``mu * (w - w_t)`` to each gradient."""
+        return self.mu
+
+
+class FedAvgMStrategy(_Strategy):
+    """FedAvg with server momentum (Hsu et al., 2019): ``v = momentum * v + Δ``, ``w = w - server_learning_rate * v``."""
+
+    name: Literal["fedavgm"]
+    server_learning_rate: PositiveFloat = 1.0
+    server_momentum: Decay = 0.9
+
+
+class _AdaptiveStrategy(_Strategy):
+    """The parameters FedAdagrad, FedAdam and FedYogi share (Reddi et al., 2021, Algorithm 2): η, β1, τ."""
+
+    server_learning_rate: PositiveFloat = 0.1  # η
+    beta_1: Decay = 0.9
+    tau: PositiveFloat = 1e-3  # the adaptivity: the smaller, the more adaptive
+
+
+class FedAdagradStrategy(_AdaptiveStrategy):
+    """FedAdagrad: ``v_t = v_{t-1} + Δ_t²``."""
+
+    name: Literal["fedadagrad"]
+
+
+class FedAdamStrategy(_AdaptiveStrategy):
+    """FedAdam: ``v_t = β2 v_{t-1} + (1 - β2) Δ_t²``."""
+
+    name: Literal["fedadam"]
+    beta_2: Decay = 0.99
+
+
+class FedYogiStrategy(_AdaptiveStrategy):
+    """FedYogi: ``v_t = v_{t-1} - (1 - β2) Δ_t² sign(v_{t-1} - Δ_t²)``."""
+
+    name: Literal["fedyogi"]
+    beta_2: Decay = 0.99
+
+
+StrategyConfig = Annotated[
+    Union[FedAvgStrategy, FedProxStrategy, FedAvgMStrategy, FedAdagradStrategy, FedAdamStrategy, FedYogiStrategy],
+    Field(discriminator="name"),
+]
+
+
+def named_strategy(value: Any) -> Any:
+    """``fedadam`` -> ``{"name": "fedadam"}``: a strategy named alone takes its defaults."""
+    return {"name": value} if isinstance(value, str) else value
+

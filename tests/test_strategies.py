@@ -1,0 +1,149 @@
+"""The strategies beyond FedAvg: their config, and the reference's server steps against hand computations.
+
+The toy case: one scalar parameter, two clients (1 and 3 examples), two rounds. Each expected
+value is worked out step by step from the paper's equations with the numbers written out, not
+with the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+
+import numpy as np
+import pytest
+import yaml
+
+from fltest.config.schema import TrainingConfig
+from fltest.fedavg import ClientUpdate
+from fltest.model.numpy_mlp import NumpyMLP
+from fltest.server_update import server_update
+from tests.conftest import base_config
+from tests.test_user_folder import FLTEST
+
+X0 = 1.0  # the initial global model
+ROUND_1 = (2.0, 4.0)  # the two clients' models after local training in round 1
+ROUND_2_CHANGE = (0.5, -1.0)  # and their change from the round-2 global model
+
+
+def _two_rounds(strategy: dict) -> tuple[float, float]:
+    """The global model after rounds 1 and 2 of the toy case under ``strategy``."""
+    server = server_update(TrainingConfig(rounds=2, local_epochs=1, strategy=strategy).strategy)
+
+    def updates(models):
+        return [ClientUpdate(0, [np.array([models[0]])], 1), ClientUpdate(1, [np.array([models[1]])], 3)]
+
+    first = float(server.apply([np.array([X0])], updates(ROUND_1))[0][0])
+    second = float(server.apply([np.array([first])], updates([first + change for change in ROUND_2_CHANGE]))[0][0])
+    return first, second
+
+
+def test_fedavg_and_fedprox_take_the_average_weighted_by_examples():
+    first = (1 * 2.0 + 3 * 4.0) / 4  # 3.5
+    second = first + (1 * 0.5 + 3 * -1.0) / 4  # 3.5 - 0.625
+    assert _two_rounds({"name": "fedavg"}) == pytest.approx((3.5, 2.875), abs=1e-15) == (first, second)
+    assert _two_rounds({"name": "fedprox", "mu": 0.1}) == pytest.approx((first, second), abs=1e-15)
+
+
+def test_fedavgm_follows_hsu_et_al_with_a_server_learning_rate():
+    eta, beta = 0.5, 0.9
+    delta_1 = X0 - 3.5  # w_t minus the weighted average: -2.5
+    v_1 = delta_1  # v starts at 0
+    x_1 = X0 - eta * v_1  # 2.25
+    delta_2 = -(1 * 0.5 + 3 * -1.0) / 4  # 0.625
+    v_2 = beta * v_1 + delta_2  # -2.25 + 0.625 = -1.625
+    x_2 = x_1 - eta * v_2  # 2.25 + 0.8125 = 3.0625
+    assert (x_1, x_2) == (2.25, 3.0625)
+    assert _two_rounds({"name": "fedavgm", "server_learning_rate": eta, "server_momentum": beta}) == pytest.approx((x_1, x_2), abs=1e-15)
+
+
+ETA, BETA_1, BETA_2, TAU = 0.1, 0.9, 0.99, 0.1
+DELTA_1 = ((2.0 - X0) + (4.0 - X0)) / 2  # the plain mean of the clients' changes: 2.0
+DELTA_2 = (0.5 + -1.0) / 2  # -0.25
+M_1 = (1 - BETA_1) * DELTA_1  # 0.2 (m starts at 0)
+M_2 = BETA_1 * M_1 + (1 - BETA_1) * DELTA_2  # 0.18 - 0.025 = 0.155
+V_START = TAU**2  # 0.01
+
+
+def _adaptive_steps(v_1: float, v_2: float) -> tuple[float, float]:
+    x_1 = X0 + ETA * M_1 / (math.sqrt(v_1) + TAU)
+    return x_1, x_1 + ETA * M_2 / (math.sqrt(v_2) + TAU)
+
+
+@pytest.mark.parametrize(
+    ("name", "v_1", "v_2"),
+    [
+        # FedAdagrad: v_t = v_{t-1} + Δ²: 0.01 + 4 = 4.01, then 4.01 + 0.0625 = 4.0725
+        ("fedadagrad", 4.01, 4.0725),
+        # FedAdam: v_t = β2 v + (1-β2) Δ²: 0.0099 + 0.04 = 0.0499, then 0.049401 + 0.000625 = 0.050026
+        ("fedadam", 0.0499, 0.050026),
+        # FedYogi: v_t = v - (1-β2) Δ² sign(v - Δ²): 0.01 + 0.04 = 0.05 (v = 0.01 < Δ² = 4),
+        # then 0.05 + 0.000625 = 0.050625 (v = 0.05 < Δ² = 0.0625 still)
+        ("fedyogi", 0.05, 0.050625),
+    ],
+)
+def test_the_adaptive_strategies_follow_reddi_et_al_algorithm_2(name, v_1, v_2):
+    parameters = {"server_learning_rate": ETA, "beta_1": BETA_1, "tau": TAU}
+    if name != "fedadagrad":
+        parameters["beta_2"] = BETA_2
+    expected = _adaptive_steps(v_1, v_2)
+    assert _two_rounds({"name": name, **parameters}) == pytest.approx(expected, rel=1e-14)
+    assert expected[0] == pytest.approx(1 + 0.02 / (math.sqrt(v_1) + 0.1))  # the same step written out once more
+
+
+def test_fedprox_adds_mu_times_the_distance_from_the_global_model_to_each_gradient():
+    """Two plain-SGD steps on one batch of two samples: the second step's gradient gains mu * (w - w_t)."""
+    model = NumpyMLP(hidden=[])
+    start = model.init_params((3,), 2, seed=1)
+    features = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]])
+    labels = np.array([0, 1])
+    plain = TrainingConfig(rounds=1, local_steps=2, batch_size=2, learning_rate=0.5)
+    proximal = TrainingConfig(rounds=1, local_steps=2, batch_size=2, learning_rate=0.5, strategy={"name": "fedprox", "mu": 0.3})
+    without = model.train(start, features, labels, plain, seed=4).params
+    one_step = model.train(start, features, labels, TrainingConfig(rounds=1, local_steps=1, batch_size=2, learning_rate=0.5), seed=4).params
+    with_mu = model.train(start, features, labels, proximal, seed=4).params
+    # The first step starts at w_t (no proximal pull); the second is the plain second step minus lr * mu * (w_1 - w_t).
+    second_plain = [w2 - w1 for w2, w1 in zip(without, one_step)]
+    expected = [w1 + step - 0.5 * 0.3 * (w1 - w0) for w1, step, w0 in zip(one_step, second_plain, start)]
+    assert all(np.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(with_mu, expected))
+    assert not all(np.array_equal(a, b) for a, b in zip(with_mu, without))
+
+
+@pytest.mark.parametrize(
+    ("strategy", "field"),
+    [
+        ("fedfoo", "training.strategy"),
+        ({"name": "fedprox"}, "training.strategy.fedprox.mu"),
+        ({"name": "fedprox", "mu": 0}, "training.strategy.fedprox.mu"),
+        ({"name": "fedadam", "tau": -1e-3}, "training.strategy.fedadam.tau"),
+        ({"name": "fedyogi", "beta_2": 1.0}, "training.strategy.fedyogi.beta_2"),
+        ({"name": "fedavgm", "beta_2": 0.9}, "training.strategy.fedavgm.beta_2"),
+        ({"name": "fedadagrad", "beta_2": 0.9}, "training.strategy.fedadagrad.beta_2"),
+    ],
+)
+def test_a_bad_strategy_is_one_line_naming_the_file_and_field_and_exit_2(tmp_path, strategy, field):
+    config = base_config()
+    config["training"]["strategy"] = strategy
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([FLTEST, "validate", "exp.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"fltest: error: exp.yaml: {field}"), result.stderr
+
+
+@pytest.mark.parametrize("name", ["fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi"])
+def test_the_reference_runs_each_strategy_from_a_user_folder(tmp_path, name):
+    config = base_config()
+    config["name"] = f"strategy-{name}"
+    config.pop("hooks")
+    config["training"].update(rounds=3, strategy={"name": name, "mu": 0.01} if name == "fedprox" else name)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([FLTEST, "run", "exp.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    experiment = tmp_path / "results" / f"strategy-{name}"
+    saved = yaml.safe_load((experiment / "config.yaml").read_text())
+    assert saved["training"]["strategy"]["name"] == name
+    records = [json.loads(line) for line in (experiment / "reference" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in records] == [0, 1, 2, 3]
+    assert records[-1]["test"]["accuracy"] > records[0]["test"]["accuracy"]  # it learns
