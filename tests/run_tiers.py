@@ -2,16 +2,15 @@
 
 ``python -m tests.run_tiers [pytest options]`` runs, at the same time:
 
-- beside: the Ansible tier (``-m ansible``), whose time goes mostly to its emulated nodes (apt,
-  image loads, SSH round trips), then the PyTorch image variant's tests (``-m "docker and
-  torch"``: its 6 GB build and the CNN example on its cluster, about 8 minutes); their lines are
-  printed as they come with ``[beside] `` in front. The variant runs here, and last, because in
-  the docker session it would lengthen the longer line by its whole time, and first here it
-  waited for the default image and then pushed the Ansible tier past the docker session's end
-  (measured on a loaded machine: 31 minutes before the Ansible tier could start);
-- in turn: the rest of the docker tier, then every other tier (fast, ray, nvflare, torch), on
-  this terminal as usual. The tiers with tight timing bounds (a failing round's seconds) come
-  last; their bounds leave room for the variant's build beside them.
+- beside: the tiers without Docker (fast, ray, nvflare, torch), then the Ansible tier (``-m
+  ansible``); their lines are printed as they come with ``[beside] `` in front. The tiers without
+  Docker need no image, so they run while the other line builds it (11 minutes from a cold engine
+  in CI), time the Ansible tier spent waiting for that image when it came first; by their end the
+  image is there;
+- in turn: the docker tier, then the PyTorch image variant's tests (``-m "docker and torch"``:
+  its 6 GB build and the CNN example on its cluster, about 8 minutes), on this terminal as usual.
+  The two sessions that build and start containers the most follow each other on one line
+  instead of running beside each other.
 
 The sessions share the images: ``fltest-deploy build`` takes a lock, so one builds and the
 other finds them built. Every session reports its skips and failures (``-ra``) and its 30 slowest
@@ -29,8 +28,8 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
-BESIDE = [["-m", "ansible"], ["-m", "docker and torch"]]  # one session after the other, beside IN_TURN
-IN_TURN = [["-m", "docker and not torch"], ["-m", "not docker and not ansible"]]
+BESIDE = [["-m", "not docker and not ansible"], ["-m", "ansible"]]  # one session after the other, beside IN_TURN
+IN_TURN = [["-m", "docker and not torch"], ["-m", "docker and torch"]]
 BESIDE_PREFIX = "[beside] "
 REPORT = ["-ra", "--durations=30"]
 INTERRUPTED = 2  # pytest's exit code for a session stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 import fltest
+from deploy import images
 from deploy.compose import compose_cli, compose_reason
 from deploy.flower_emulation.federation import FlowerFederation
 from deploy.images import (
@@ -387,14 +388,19 @@ def test_the_extras_wheelhouse_is_served_on_loopback_only_while_the_build_runs(t
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # stopped with the block
 
 
-def test_a_build_whose_caller_holds_the_lock_does_not_wait_for_it_and_others_do():
-    """The docker tier's fixture holds the build lock around ``fltest-deploy build``, telling it so."""
+def test_a_build_whose_caller_holds_the_lock_does_not_wait_for_it_and_others_do(tmp_path, monkeypatch):
+    """The docker tier's fixture holds the build lock around ``fltest-deploy build``, telling it so.
+
+    On a lock of the test's own (TMPDIR): the host's is held by any real build beside this session
+    (in CI the PyTorch variant's, minutes), which this test would first wait for.
+    """
+    monkeypatch.setattr(images, "LOCK", tmp_path / images.LOCK.name)
     take_lock = "from deploy.images import one_build_at_a_time\nwith one_build_at_a_time():\n    print('locked', flush=True)\n"
+    env = {k: v for k, v in os.environ.items() if k != LOCK_HELD} | {"TMPDIR": str(tmp_path)}
     with one_build_at_a_time(report=lambda line: None):
-        told = subprocess.run([sys.executable, "-c", take_lock], env={**os.environ, LOCK_HELD: "1"}, cwd=REPO,
+        told = subprocess.run([sys.executable, "-c", take_lock], env={**env, LOCK_HELD: "1"}, cwd=REPO,
                               capture_output=True, text=True, timeout=60)  # fmt: skip
         assert told.stdout == "locked\n", told.stderr
         with pytest.raises(subprocess.TimeoutExpired) as waited:
-            subprocess.run([sys.executable, "-c", take_lock], env={k: v for k, v in os.environ.items() if k != LOCK_HELD},
-                           cwd=REPO, capture_output=True, text=True, timeout=5)  # fmt: skip
+            subprocess.run([sys.executable, "-c", take_lock], env=env, cwd=REPO, capture_output=True, text=True, timeout=5)
         assert b"waiting for another image build to finish" in (waited.value.stderr or b"")

@@ -152,6 +152,7 @@ def test_unregistered_key_is_refused(federation, docker_client):
     # Its next exit: a container not started yet ("created") would pass a plain wait at once, with code 0;
     # a refused SuperNode exits again on every restart (restart: unless-stopped), so one always comes.
     assert rogue.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] != 0
+    rogue.stop(timeout=10)  # else it starts again and again, a Python start every few seconds, until the module ends
     assert "Failed to activate SuperNode" in rogue.logs().decode()
     superlink_log = _container(federation, docker_client, "superlink").logs().decode()
     assert "No SuperNode found with the given public key" in superlink_log
@@ -421,10 +422,13 @@ def test_unregistered_supernode_can_no_longer_connect(federation, docker_client)
     status = {int(n["node-id"]): n["status"] for n in federation.registered()}
     assert status[node_id] == "unregistered"
     # An online node may already have stopped on its own after the unregister (its heartbeat is
-    # refused): look among stopped containers too, and start it again.
+    # refused): look among stopped containers too, and start it again. Its next exit, not the state
+    # now: the stop inside restart ends it with code 0, and a refused SuperNode exits again on every
+    # restart (restart: unless-stopped), so a plain wait raced the restart (seen once in CI: code 0).
     container = _container(federation, docker_client, NODES[1], include_stopped=True)
     container.restart(timeout=10)
-    assert container.wait(timeout=TIMEOUT_S)["StatusCode"] != 0
+    assert container.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] != 0
+    container.stop(timeout=10)  # no restart loop for the rest of the module
     assert "Failed to activate SuperNode" in container.logs().decode()
     status = {int(n["node-id"]): n["status"] for n in federation.registered()}
     assert status[federation.node_ids()[NODES[0]]] == "online"
