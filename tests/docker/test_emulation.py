@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.docker
 
 PROJECT = "fltest-test"  # not the default project: a user's own emulation is left alone
 READY_TIMEOUT_S = 240
+ROUND_WAIT_S = 480  # until a run reaches round 2 (about 40 s here; over 180 s once, the Ansible tier's image loads beside it)
 SETTINGS = {"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1"}
 
 
@@ -336,15 +338,33 @@ def test_a_compose_failure_names_compose_s_reason_in_one_line(docker_client, flt
         _fltest_deploy(env, "down", timeout=120)
 
 
-def _wait_for_round(head, name: str, server_round: int, timeout_s: float = 180) -> None:
-    """Wait until the staged run ``name``'s flwr metrics in the head have ``server_round`` rounds."""
-    deadline = time.monotonic() + timeout_s
+def _wait_for_round(head, name: str, server_round: int, run_state: Callable[[], str]) -> None:
+    """Wait until the staged run ``name``'s flwr metrics in the head have ``server_round`` rounds.
+
+    A precondition, not a bound: ROUND_WAIT_S leaves room for a host loaded by the tiers beside
+    this one. A run that ends first, or does not get there, fails the test with ``run_state()``
+    (the run's exit and the end of its output), not with a bare timeout.
+    """
+    deadline = time.monotonic() + ROUND_WAIT_S
     while time.monotonic() < deadline:
         rounds = head.exec_run(["sh", "-c", f"cat /var/lib/fltest/work/runs/{name}-*/results/{name}/flower/metrics.jsonl"])
         if rounds.exit_code == 0 and len(rounds.output.splitlines()) >= server_round + 1:
             return
+        if "exit code" in (state := run_state()):
+            pytest.fail(f"the flwr run ended before round {server_round}: {state}")
         time.sleep(1)
-    pytest.fail(f"the flwr run did not reach round {server_round}")
+    pytest.fail(f"the flwr run did not reach round {server_round} in {ROUND_WAIT_S} s: {run_state()}")
+
+
+def _process_state(process: subprocess.Popen, stderr_path: Path) -> Callable[[], str]:
+    """What :func:`_wait_for_round` says of a ``fltest-deploy run`` process writing its stderr to ``stderr_path``."""
+
+    def state() -> str:
+        code = process.poll()
+        tail = " | ".join(stderr_path.read_text().strip().splitlines()[-5:])
+        return f"{'running' if code is None else f'exit code {code}'}; its stderr ends: {tail or '(nothing)'}"
+
+    return state
 
 
 def _health(container) -> str:
@@ -363,7 +383,7 @@ def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cau
     network = docker_client.networks.get(f"{PROJECT}_cluster")
     victim = None
     try:
-        _wait_for_round(emulation.head(docker_client), "cutoff", 2)
+        _wait_for_round(emulation.head(docker_client), "cutoff", 2, _process_state(run, stderr_path))
         victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
         cut = time.monotonic()
         network.disconnect(victim)
@@ -411,15 +431,8 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     own_client = docker.from_env()  # the run streams on its own connection
     runner = threading.Thread(target=lambda: outcome.update(code=run_in_head(emulation.head(own_client), config, load_config(config), results)))
     runner.start()
-    head = emulation.head(docker_client)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:  # wait for the flwr run's second round
-        rounds = head.exec_run(["sh", "-c", "cat /var/lib/fltest/work/runs/killed-*/results/killed/flower/metrics.jsonl"])
-        if rounds.exit_code == 0 and len(rounds.output.splitlines()) >= 3:
-            break
-        time.sleep(1)
-    else:
-        pytest.fail("the flwr run did not reach round 2")
+    _wait_for_round(emulation.head(docker_client), "killed", 2,
+                    lambda: f"exit code {outcome['code']}" if "code" in outcome else "running")  # fmt: skip
     victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
     victim.kill()
     runner.join(timeout=600)
@@ -444,7 +457,7 @@ def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_ke
                                env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
     try:
         head = emulation.head(docker_client)
-        _wait_for_round(head, "headkill", 2)
+        _wait_for_round(head, "headkill", 2, _process_state(run, stderr_path))
         killed = time.monotonic()
         head.kill()
         run.wait(timeout=120)
