@@ -28,7 +28,7 @@ from deploy.images import (
 from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
-from deploy.node.ray_start import PORTS, REFUSED, WORKER_PORTS, start_args
+from deploy.node.ray_start import NODE_START_LABEL, PORTS, REFUSED, WORKER_PORTS, start_args
 from deploy.pki.ray_token import ensure_ray_token, token_problem
 from fltest.errors import FLTestError, InputError
 from tests.network import free_port, host_addresses
@@ -50,6 +50,9 @@ def test_head_and_worker_listen_on_the_pinned_ports():
         assert (_flag(args, "min-worker-port"), _flag(args, "max-worker-port")) == tuple(map(str, WORKER_PORTS))
     assert _flag(worker, "node-ip-address") == "10.0.0.2"
     assert not WORKER_PORTS[0] <= PORTS["client_server"] <= WORKER_PORTS[1]  # Ray Client outside the worker range
+    assert _flag(head, "labels") is None  # a label only for a start that names itself
+    labelled = start_args("worker", 1, 100_000_000, "10.0.0.1:6379", None, start_id="0123abcd")
+    assert _flag(labelled, "labels") == f"{NODE_START_LABEL}=0123abcd"
 
 
 @pytest.mark.parametrize("env", [{}, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent"}], ids=["no-mode", "no-file"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import uuid
 from collections.abc import Sequence
 
 from deploy.kit import KIT
@@ -48,11 +49,18 @@ REFUSED = 78  # EX_CONFIG: the node's settings are wrong, starting again will no
 DASHBOARD_VARIABLE = "FLTEST_RAY_DASHBOARD"  # "1": run the head's dashboard (compose/dashboard.yml sets it)
 LOOPBACK = "127.0.0.1"
 DASHBOARD_PACKAGES = "/opt/fltest/dashboard"  # Ray's `default` extra, apart from the venv (images/fltest/Dockerfile)
+#: A Ray node label naming this start of the node, and the file (tmpfs in the containers) that holds it: Ray
+#: keeps listing a killed node as alive until it misses its heartbeats, so a restarted node's container
+#: is matched with the Ray node of its current start, not with the dead one (deploy/ray_emulation/readiness.py).
+NODE_START_LABEL = "fltest-node-start"
+NODE_START_FILE = "/tmp/fltest-ray-node-start"
 
 
 def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None,
-               dashboard_host: str | None = None) -> list[str]:
+               dashboard_host: str | None = None, start_id: str | None = None) -> list[str]:
     """The ``ray start`` command line for a ``head`` or ``worker`` node.
+
+    ``start_id``: this start's :data:`NODE_START_LABEL` (none: no label).
 
     ``dashboard_host``: the head runs the dashboard, listening there; ``None``: no dashboard, and
     Ray's API server listens on the node's loopback only.
@@ -71,6 +79,8 @@ def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str |
     ]  # fmt: skip
     if node_ip:
         args.append(f"--node-ip-address={node_ip}")
+    if start_id:
+        args.append(f"--labels={NODE_START_LABEL}={start_id}")
     if role == "head":
         args += [
             "--head", f"--port={PORTS['gcs']}",
@@ -120,7 +130,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(refusal, file=sys.stderr, flush=True)
         sys.exit(args.refused_exit_code)
     dashboard_host = args.dashboard_host if args.dashboard and args.role == "head" else None
-    command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address, dashboard_host)
+    start_id = uuid.uuid4().hex
+    with open(NODE_START_FILE, "w") as handle:  # read by the host's readiness check (docker exec cat)
+        handle.write(start_id)
+    command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address,
+                         dashboard_host, start_id)  # fmt: skip
     if dashboard_host is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [DASHBOARD_PACKAGES, os.environ.get("PYTHONPATH")]))
     sys.stdout.flush()

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from deploy.compose import SERVICE_LABEL
+from deploy.node.ray_start import NODE_START_FILE
 from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, ClusterShape, RayEmulation
 from fltest.errors import FLTestError
 
@@ -37,19 +38,35 @@ def live_ray_nodes(head) -> list[dict]:
     return json.loads(result.output[0].decode().strip().splitlines()[-1])
 
 
-def cluster_state(project: RayEmulation, client) -> ClusterState:
-    """Match Ray's live nodes with the project's containers by hostname.
+def node_start(container) -> str:
+    """The start label of the Ray node a running container started last (:data:`NODE_START_FILE`); "" if none.
 
-    Expected: the node containers the project has (:meth:`RayEmulation.deployed_shape`), or,
-    before any exists, what the settings ask for.
+    Also "" for a container that stopped or is restarting since it was listed (the engine refuses the exec).
+    """
+    from docker.errors import APIError
+
+    try:
+        result = container.exec_run(["cat", NODE_START_FILE], demux=True)
+    except APIError:
+        return ""
+    return result.output[0].decode().strip() if result.exit_code == 0 and result.output[0] else ""
+
+
+def cluster_state(project: RayEmulation, client) -> ClusterState:
+    """Match Ray's live nodes with the project's running containers by hostname and start label.
+
+    A killed node stays alive in Ray until it misses its heartbeats (about 30 s): a container
+    started again counts only once the Ray node of its current start is there. Expected: the node
+    containers the project has (:meth:`RayEmulation.deployed_shape`), or, before any exists, what
+    the settings ask for.
     """
     shape = project.deployed_shape(client) or project.shape()
     containers = [c for c in project.containers(client, include_stopped=True)
                   if c.labels.get(SERVICE_LABEL) in (HEAD_SERVICE, WORKER_SERVICE)]  # not the dashboard's forwarder
     heads = [c for c in containers if c.labels.get(SERVICE_LABEL) == HEAD_SERVICE and c.status == "running"]
     ray_nodes = live_ray_nodes(heads[0]) if heads else []
-    by_hostname = {c.attrs["Config"]["Hostname"]: c.name for c in containers}
-    nodes = {by_hostname[n["hostname"]]: n["cpus"] for n in ray_nodes if n["hostname"] in by_hostname}
+    current = {(c.attrs["Config"]["Hostname"], node_start(c)): c.name for c in containers if c.status == "running"}
+    nodes = {current[key]: n["cpus"] for n in ray_nodes if (key := (n["hostname"], n["start"])) in current}
     missing = [f"{c.name} ({c.status}, not in Ray)" for c in containers if c.name not in nodes]
     if len(containers) < shape.nodes:
         missing.append(f"{shape.nodes - len(containers)} node container(s) not created")

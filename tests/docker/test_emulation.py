@@ -23,7 +23,7 @@ from deploy.kit import KIT_FILE, env_file_values
 from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation
 from deploy.ray_emulation.run_in_head import run_in_head
 from deploy.images import IMAGE
-from deploy.ray_emulation.readiness import wait_until_ready
+from deploy.ray_emulation.readiness import live_ray_nodes, wait_until_ready
 from deploy.pki.ray_token import ensure_ray_token
 from fltest.config import load_config
 from tests.conftest import REPO, base_config
@@ -434,6 +434,8 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     _wait_for_round(emulation.head(docker_client), "killed", 2,
                     lambda: f"exit code {outcome['code']}" if "code" in outcome else "running")  # fmt: skip
     victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
+    hostname = victim.attrs["Config"]["Hostname"]
+    killed_node = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
     victim.kill()
     runner.join(timeout=600)
     assert not runner.is_alive(), "the run hangs after a worker was killed"
@@ -445,6 +447,10 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     emulation.up(docker_client)
     state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
     assert len(state.nodes) == 3 and state.cpus == 3.0
+    # Ready with the worker's new Ray node: Ray lists the killed one as alive until it misses its
+    # heartbeats, and a run started on it hung at round 0 (the next test, with a quiet host).
+    serving = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
+    assert len(killed_node) == 1 and len(serving) == 1 and serving != killed_node, (killed_node, serving)
 
 
 def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_keeps_them(emulation, docker_client, tmp_path, tier_report):
