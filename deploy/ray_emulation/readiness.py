@@ -66,7 +66,8 @@ def cluster_state(project: RayEmulation, client) -> ClusterState:
     heads = [c for c in containers if c.labels.get(SERVICE_LABEL) == HEAD_SERVICE and c.status == "running"]
     ray_nodes = live_ray_nodes(heads[0]) if heads else []
     current = {(c.attrs["Config"]["Hostname"], node_start(c)): c.name for c in containers if c.status == "running"}
-    nodes = {current[key]: n["cpus"] for n in ray_nodes if (key := (n["hostname"], n["start"])) in current}
+    # An image from before the start labels lists none and has no file: "" == "", matched by hostname as before.
+    nodes = {current[key]: n["cpus"] for n in ray_nodes if (key := (n["hostname"], n.get("start", ""))) in current}
     missing = [f"{c.name} ({c.status}, not in Ray)" for c in containers if c.name not in nodes]
     if len(containers) < shape.nodes:
         missing.append(f"{shape.nodes - len(containers)} node container(s) not created")
