@@ -338,31 +338,33 @@ def test_a_compose_failure_names_compose_s_reason_in_one_line(docker_client, flt
         _fltest_deploy(env, "down", timeout=120)
 
 
-def _wait_for_round(head, name: str, server_round: int, run_state: Callable[[], str]) -> None:
+def _wait_for_round(head, name: str, server_round: int, run_state: Callable[[], tuple[bool, str]]) -> None:
     """Wait until the staged run ``name``'s flwr metrics in the head have ``server_round`` rounds.
 
     A precondition, not a bound: ROUND_WAIT_S leaves room for a host loaded by the tiers beside
-    this one. A run that ends first, or does not get there, fails the test with ``run_state()``
-    (the run's exit and the end of its output), not with a bare timeout.
+    this one. ``run_state()`` says whether the run ended, and how it stands (its exit, the end of
+    its output): a run that ends first, or does not get there, fails the test with that, not with
+    a bare timeout.
     """
     deadline = time.monotonic() + ROUND_WAIT_S
     while time.monotonic() < deadline:
         rounds = head.exec_run(["sh", "-c", f"cat /var/lib/fltest/work/runs/{name}-*/results/{name}/flower/metrics.jsonl"])
         if rounds.exit_code == 0 and len(rounds.output.splitlines()) >= server_round + 1:
             return
-        if "exit code" in (state := run_state()):
+        ended, state = run_state()
+        if ended:
             pytest.fail(f"the flwr run ended before round {server_round}: {state}")
         time.sleep(1)
-    pytest.fail(f"the flwr run did not reach round {server_round} in {ROUND_WAIT_S} s: {run_state()}")
+    pytest.fail(f"the flwr run did not reach round {server_round} in {ROUND_WAIT_S} s: {run_state()[1]}")
 
 
-def _process_state(process: subprocess.Popen, stderr_path: Path) -> Callable[[], str]:
-    """What :func:`_wait_for_round` says of a ``fltest-deploy run`` process writing its stderr to ``stderr_path``."""
+def _process_state(process: subprocess.Popen, stderr_path: Path) -> Callable[[], tuple[bool, str]]:
+    """The ``run_state`` of :func:`_wait_for_round` for a ``fltest-deploy run`` process writing its stderr to ``stderr_path``."""
 
-    def state() -> str:
+    def state() -> tuple[bool, str]:
         code = process.poll()
         tail = " | ".join(stderr_path.read_text().strip().splitlines()[-5:])
-        return f"{'running' if code is None else f'exit code {code}'}; its stderr ends: {tail or '(nothing)'}"
+        return code is not None, f"{'running' if code is None else f'exit code {code}'}; its stderr ends: {tail or '(nothing)'}"
 
     return state
 
@@ -432,7 +434,7 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     runner = threading.Thread(target=lambda: outcome.update(code=run_in_head(emulation.head(own_client), config, load_config(config), results)))
     runner.start()
     _wait_for_round(emulation.head(docker_client), "killed", 2,
-                    lambda: f"exit code {outcome['code']}" if "code" in outcome else "running")  # fmt: skip
+                    lambda: ("code" in outcome, f"exit code {outcome['code']}" if "code" in outcome else "running"))  # fmt: skip
     victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
     hostname = victim.attrs["Config"]["Hostname"]
     killed_node = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
