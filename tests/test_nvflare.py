@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,8 @@ import pytest
 import yaml
 
 from fltest.config import load_config
+from fltest.backends.nvflare.launch_simulator import bound_ports, install
+from fltest.backends.nvflare.simulator import SIMULATOR_LAUNCHER
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 from fltest.results.files import read_jsonl
@@ -61,7 +64,7 @@ def _simulator_processes(tmp_path) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if "nvflare.private.fed.app.simulator" in cmdline and str(tmp_path) in cmdline:
+        if ("nvflare.private.fed.app.simulator" in cmdline or SIMULATOR_LAUNCHER in cmdline) and str(tmp_path) in cmdline:
             found.append(process)
     return found
 
@@ -171,6 +174,47 @@ def test_fltest_killed_outright_leaves_no_simulator_process(tmp_path):
         time.sleep(0.5)
         left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert left == [], [" ".join(p.cmdline())[:120] for p in left]
+
+
+def _ports_taking_connections_while_chosen(choose_ports) -> list[int]:
+    """The ports ``choose_ports(2)`` picks whose probing socket takes a TCP connection before it closes.
+
+    Such a socket takes one from any process that holds a copy of it: a worker forked by another of
+    the simulator's client threads at that instant keeps one until it execs.
+    """
+    real_close = socket.socket.close
+    taking = []
+
+    def close_after_a_connect(probe: socket.socket) -> None:
+        if probe.family == socket.AF_INET and probe.fileno() != -1 and probe.getsockname()[1] and probe not in trying:
+            port = probe.getsockname()[1]
+            attempt = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            trying.append(attempt)
+            if attempt.connect_ex(("127.0.0.1", port)) == 0:
+                taking.append(port)
+            real_close(attempt)
+        real_close(probe)
+
+    trying: list[socket.socket] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "close", close_after_a_connect)
+        chosen = choose_ports(2)
+    assert len(set(chosen)) == 2
+    return taking
+
+
+def test_the_simulator_picks_its_workers_ports_with_sockets_that_take_no_connection(monkeypatch):
+    """NVFlare 2.9's get_open_ports listens on the ports it picks: a worker forked meanwhile by another
+    client thread inherits that listener, the connect meant for the new worker lands on it and is reset
+    (a client lost at start, a round that never ends: CI of stop 26). The launcher installs a chooser
+    that never listens; with NVFlare's own, this test fails (2 of 2 ports take a connection).
+    """
+    from nvflare.private.fed.app.simulator import simulator_runner
+
+    monkeypatch.setattr(simulator_runner, "get_open_ports", simulator_runner.get_open_ports)  # restored after
+    install()
+    assert simulator_runner.get_open_ports is bound_ports
+    assert _ports_taking_connections_while_chosen(simulator_runner.get_open_ports) == []
 
 
 def test_report_draws_reference_flwr_and_nvflare(tmp_path, monkeypatch):

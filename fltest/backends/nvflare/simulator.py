@@ -21,14 +21,15 @@ import psutil
 from fltest.backends.pythonpath import driver_pythonpath
 from fltest.process_guard import stop_processes
 
-SIMULATOR_MODULE = "nvflare.private.fed.app.simulator.simulator"
+#: NVFlare's simulator command line, started through FLTest's launcher (a start-up race closed: see that module).
+SIMULATOR_LAUNCHER = "fltest.backends.nvflare.launch_simulator"
 GUARD_MODULE = "fltest.process_guard"
 # An error line of the simulator's concise log (``<time> - ERROR - <message>``) or a traceback's last line.
 _ERROR_LINE = re.compile(r"^(?:.* - ERROR - (?P<logged>.*)|(?P<raised>[A-Za-z_][\w.]*(?:Error|Exception)\b.*))$")
 
 
 class SimulatorProcess:
-    """``python -m nvflare...simulator <job> -w <workspace> -n <clients> -t <threads>``, logging to a file."""
+    """NVFlare's ``simulator <job> -w <workspace> -n <clients> -t <threads>`` (through :data:`SIMULATOR_LAUNCHER`), logging to a file."""
 
     def __init__(
         self, job_dir: Path, workspace: Path, clients: int, threads: int, log_path: Path, env: Mapping[str, str]
@@ -36,7 +37,7 @@ class SimulatorProcess:
         """Describe the run; :meth:`start` (or entering the ``with`` block) starts it."""
         self.command = [
             sys.executable, "-m", GUARD_MODULE,  # the simulator's processes end with fltest, however it ends
-            sys.executable, "-m", SIMULATOR_MODULE, str(job_dir),
+            sys.executable, "-m", SIMULATOR_LAUNCHER, str(job_dir),
             "-w", str(workspace), "-n", str(clients), "-t", str(threads),
             "-m", str(max(clients, 100)),  # the simulator refuses more clients than this (default 100)
             "-l", "concise",
