@@ -32,6 +32,7 @@ class Kit:
     home: str
     work_dir: str
     ray_gcs_port: int
+    ray_node_start_file: str
     superlink_port: int
     fleet_port: int
 
@@ -41,6 +42,7 @@ class Kit:
         values = env_file_values(path)
         return cls(image=values["FLTEST_IMAGE"], uid=int(values["FLTEST_UID"]), home=values["FLTEST_HOME"],
                    work_dir=values["FLTEST_WORK_DIR"], ray_gcs_port=int(values["RAY_GCS_PORT"]),
+                   ray_node_start_file=values["RAY_NODE_START_FILE"],
                    superlink_port=int(values["SUPERLINK_PORT"]), fleet_port=int(values["FLEET_PORT"]))  # fmt: skip
 
 

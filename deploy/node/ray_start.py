@@ -51,9 +51,10 @@ LOOPBACK = "127.0.0.1"
 DASHBOARD_PACKAGES = "/opt/fltest/dashboard"  # Ray's `default` extra, apart from the venv (images/fltest/Dockerfile)
 #: A Ray node label naming this start of the node, and the file (tmpfs in the containers) that holds it: Ray
 #: keeps listing a killed node as alive until it misses its heartbeats, so a restarted node's container
-#: is matched with the Ray node of its current start, not with the dead one (deploy/ray_emulation/readiness.py).
+#: is matched with the Ray node of its current start, not with the dead one (deploy/ray_emulation/readiness.py,
+#: Ansible's fltest_ray_ready).
 NODE_START_LABEL = "fltest-node-start"
-NODE_START_FILE = "/tmp/fltest-ray-node-start"
+NODE_START_FILE = KIT.ray_node_start_file
 
 
 def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None,

@@ -420,6 +420,30 @@ def test_end_to_end(lab, stages):
     assert restored.returncode == 0 and recap(restored.stdout)["e2e-worker"]["changed"] > 0, restored.stdout[-6000:]
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in restored.stdout
 
+    # A worker killed outright: Ray lists its node as alive until it misses its heartbeats (about 30 s).
+    # The play starts the container again and reports the cluster ready only with the Ray node of that
+    # new start (before the fix: at once, on the dead node, as the new one had not joined yet).
+    killed_start = ray_node_start("e2e-worker")
+    docker("exec", "fltest-ansible-e2e-worker", "docker", "kill", "fltest-ray-worker")
+    revived = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray (a worker killed just before)")
+    assert revived.returncode == 0 and "Ray cluster ready: 2 nodes, 2 CPUs" in revived.stdout, revived.stdout[-6000:]
+    serving = [n["start"] for n in live_ray_nodes() if n["ip"] == NODES["e2e-worker"]]
+    assert serving == [ray_node_start("e2e-worker")] and killed_start not in serving, (killed_start, serving)
+
+
+def ray_node_start(node: str) -> str:
+    """The start id the Ray container on emulated node ``node`` labelled its Ray node with (deploy/kit.env)."""
+    container = "fltest-ray-head" if node == "e2e-head" else "fltest-ray-worker"
+    return docker("exec", f"fltest-ansible-{node}", "docker", "exec", container, "cat", KIT.ray_node_start_file).stdout.strip()
+
+
+def live_ray_nodes() -> list[dict]:
+    """Ray's live nodes as deploy.node.list_ray_nodes lists them, asked in the head's container."""
+    address = f"{NODES['e2e-head']}:{KIT.ray_gcs_port}"
+    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-ray-head", "python", "-m",
+                    "deploy.node.list_ray_nodes", address).stdout  # fmt: skip
+    return json.loads(listed.strip().splitlines()[-1])
+
 
 def flower_experiment(folder: Path, superlink: str, ca: Path) -> Path:
     folder.mkdir()
