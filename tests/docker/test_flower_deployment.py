@@ -422,11 +422,12 @@ def test_unregistered_supernode_can_no_longer_connect(federation, docker_client)
     status = {int(n["node-id"]): n["status"] for n in federation.registered()}
     assert status[node_id] == "unregistered"
     # An online node may already have stopped on its own after the unregister (its heartbeat is
-    # refused): look among stopped containers too, and start it again. Its next exit, not the state
-    # now: the stop inside restart ends it with code 0, and a refused SuperNode exits again on every
-    # restart (restart: unless-stopped), so a plain wait raced the restart (seen once in CI: code 0).
+    # refused), or be in its restart policy's loop: stop it (SIGTERM: Flower exits 0), then start it,
+    # and take the first exit after that start. A refused SuperNode exits 1 on every start. Not
+    # `restart`: its own stop's exit 0 raced the wait for the next exit (CI twice: code 0).
     container = _container(federation, docker_client, NODES[1], include_stopped=True)
-    container.restart(timeout=10)
+    container.stop(timeout=10)
+    container.start()
     assert container.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] != 0
     container.stop(timeout=10)  # no restart loop for the rest of the module
     assert "Failed to activate SuperNode" in container.logs().decode()
