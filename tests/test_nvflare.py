@@ -186,16 +186,14 @@ def _ports_taking_connections_while_chosen(choose_ports) -> list[int]:
     taking = []
 
     def close_after_a_connect(probe: socket.socket) -> None:
-        if probe.family == socket.AF_INET and probe.fileno() != -1 and probe.getsockname()[1] and probe not in trying:
-            port = probe.getsockname()[1]
+        port = probe.getsockname()[1] if probe.family == socket.AF_INET and probe.fileno() != -1 else 0
+        if port:
             attempt = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            trying.append(attempt)
             if attempt.connect_ex(("127.0.0.1", port)) == 0:
                 taking.append(port)
-            real_close(attempt)
+            real_close(attempt)  # the real close: this attempt is not a probe
         real_close(probe)
 
-    trying: list[socket.socket] = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(socket.socket, "close", close_after_a_connect)
         chosen = choose_ports(2)

@@ -9,8 +9,9 @@ binds a socket *and listens on it* before closing it, then forks the worker and 
 port as soon as it can. A worker forked by another thread in that instant inherits the listening
 socket until it execs: the connect lands on it and is reset when it closes ("Communication error
 with client site-N: [Errno 104] Connection reset by peer"). That client's thread then ends, its
-worker never starts, and the first round waits for it until fltest's round timeout. Seen in CI
-and reproduced here: 25 of 400 connects with 4 threads under load (``tests/test_nvflare.py``).
+worker never starts, and the first round waits for it until fltest's round timeout. Seen in CI,
+and reproduced here with 4 threads under load: 25 of 400 connects landed on such a socket.
+``tests/test_nvflare.py`` checks that the ports' sockets take no connection while they are chosen.
 
 The change: the simulator runner picks ports with :func:`bound_ports`, which binds but never
 listens. A socket that does not listen cannot take a connection, inherited or not; the connect
