@@ -2,7 +2,9 @@
 
 Makes a CIFAR-10-shaped set on disk (no download: ``--rows`` random 32x32x3 uint8 images, 10
 classes, an ``Array3D`` column, written with ``save_to_disk``), then measures, each side in a
-process of its own (peak resident memory from the kernel's rusage):
+process of its own (peak resident memory: the process's own ``VmHWM``, which it reports as it ends; the
+rusage that ``wait4`` returns would be at least this process's size, which the child's address space
+had until it ran ``exec``):
 
 - ``save``: load the set and ``save_to_disk`` it again, whole (what writing the data once costs);
 - ``prepare``: ``prepare_shards`` for ``--clients`` clients (Dirichlet, alpha 0.5), cold cache.
@@ -77,8 +79,14 @@ def _config(source: Path, clients: int):
     })  # fmt: skip
 
 
+def peak_resident_bytes() -> int:
+    """This process's peak resident memory since it started its program (``VmHWM``; not inherited across ``exec``)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
+
+
 def side(name: str, source: Path, out: Path, clients: int) -> None:
-    """One measured side, in this process: ``save`` or ``prepare``."""
+    """One measured side, in this process: ``save`` or ``prepare``; its peak resident bytes go to ``out/<name>.peak``."""
     import datasets
 
     datasets.disable_progress_bars()
@@ -88,6 +96,7 @@ def side(name: str, source: Path, out: Path, clients: int) -> None:
         from fltest.data.shards import prepare_shards
 
         prepare_shards(_config(source, clients), "mmap")
+    (out / f"{name}.peak").write_text(str(peak_resident_bytes()))
 
 
 def measure(name: str, source: Path, out: Path, clients: int) -> tuple[float, int]:
@@ -95,11 +104,11 @@ def measure(name: str, source: Path, out: Path, clients: int) -> tuple[float, in
     env = {**os.environ, "HF_HOME": str(out / "hf"), "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, __file__, "--side", name, "--source", str(source), "--out", str(out), "--clients", str(clients)], env=env)
-    _, status, usage = os.wait4(child.pid, 0)
+    returncode = child.wait()
     elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{name}: exit {os.waitstatus_to_exitcode(status)}")
-    return elapsed, usage.ru_maxrss * 1024  # kilobytes on Linux
+    if returncode != 0:
+        raise SystemExit(f"{name}: exit {returncode}")
+    return elapsed, int((out / f"{name}.peak").read_text())
 
 
 def object_store_sizes(hf_home: Path, source: Path, clients: int) -> tuple[int, int, int]:

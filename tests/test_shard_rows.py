@@ -47,3 +47,23 @@ def test_an_array_with_a_free_first_dimension_is_cast_as_variable_lists():
     table = SourceRows.of(source).shard_table(np.array([0, 2]))
     assert pa.types.is_list(table.schema.field("seq").type)  # the free dimension stays a variable-length list
     assert [len(row) for row in table.column("seq").to_pylist()] == [1, 3]
+
+
+def test_the_source_s_batches_are_regrouped_as_views_of_its_own_buffers():
+    source, _ = _source()
+    stored = source.with_format("arrow")[:].column("img")
+    rows = SourceRows.of(source)
+    assert rows.schema == fixed_size_features(FEATURES).arrow_schema  # every take gathers fixed-length rows
+    for batch, chunk in zip(rows.batches, stored.chunks):
+        pixels = batch.column("img").flatten().flatten().flatten()
+        assert pixels.buffers()[1].address == chunk.storage.flatten().flatten().flatten().buffers()[1].address  # no copy
+
+
+def test_a_source_with_a_null_image_keeps_its_layout_and_each_shard_is_cast():
+    images = np.arange(3 * 48, dtype=np.uint8).reshape(3, 4, 4, 3)
+    source = datasets.Dataset.from_dict({"img": [images[0], None, images[2]], "label": [0, 1, 2]}, features=FEATURES)
+    rows = SourceRows.of(source)
+    assert rows.schema == source.with_format("arrow")[:].schema  # a cast here would copy the whole column
+    table = rows.shard_table(np.array([1, 2]))
+    assert table.schema == fixed_size_features(FEATURES).arrow_schema
+    assert table.column("img").to_pylist()[0] is None and np.array_equal(np.array(table.column("img").to_pylist()[1]), images[2])
