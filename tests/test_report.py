@@ -79,7 +79,7 @@ def test_divergence_panel_draws_each_run_s_distance_to_the_reference_a_round(tmp
     drawn = {line.get_label(): list(line.get_ydata()) for line in divergence_axis.get_lines()}
     assert drawn["again (from round 2)"] == [0.0, 1e-6, 2e-3]
     assert drawn[f"tolerance {comparison['tolerance']:g}"] == [comparison["tolerance"]] * 2
-    assert divergence_axis.get_yscale() == "symlog"
+    assert divergence_axis.get_yscale() == "symlog" and divergence_axis.get_ylim()[0] == 0
     plt.close(figure)
 
 
@@ -88,3 +88,18 @@ def test_plot_report_writes_a_png(tmp_path):
     out = plot_report(experiment, tmp_path / "out.png")
     assert out.read_bytes().startswith(PNG_SIGNATURE)
     assert not list(tmp_path.glob(".*.tmp.png"))
+
+
+def test_a_run_has_one_color_line_style_and_marker_in_every_panel(tmp_path):
+    experiment = _two_reference_runs(tmp_path)
+    figure = draw_report(experiment)
+    accuracy_axis, loss_axis, divergence_axis, _ = figure.axes
+
+    def looks(axis):
+        return {line.get_label().split(" (")[0]: (line.get_color(), line.get_linestyle(), line.get_marker())
+                for line in axis.get_lines() if not line.get_label().startswith("tolerance")}  # fmt: skip
+
+    assert looks(accuracy_axis) == looks(loss_axis)
+    assert looks(divergence_axis) == {"again": looks(accuracy_axis)["again"]}  # the run compared with the reference
+    assert looks(accuracy_axis)["again"] != looks(accuracy_axis)["reference"]
+    plt.close(figure)

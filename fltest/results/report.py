@@ -98,13 +98,13 @@ def draw_report(experiment_dir: Path) -> Figure:
     and median time per round."""
     runs = read_runs(experiment_dir)
     figure, (acc_ax, loss_ax, diff_ax, time_ax) = plt.subplots(1, 4, figsize=(21, 4.6), width_ratios=(1, 1, 1, 0.9))
-    styles = zip(cycle(LINE_STYLES), cycle(MARKERS))
+    styles = run_styles(runs)
     labels = legend_labels(runs, reference_run(experiment_dir, runs))
-    for index, (run, label, (style, marker)) in enumerate(zip(runs, labels, styles)):
+    for index, (run, label) in enumerate(zip(runs, labels)):
         # The reference is a wide line underneath; the others are thin lines on it with hollow markers of
         # growing size, so that curves at the same points stay visible as concentric markers.
         under = run.framework == "reference"
-        kwargs = {"linestyle": style, "marker": marker, "linewidth": 4.0 if under else 1.5,
+        kwargs = {**styles[run.name], "linewidth": 4.0 if under else 1.5,
                   "markersize": 6 if under else 7 + 3 * index, "markerfacecolor": None if under else "none",
                   "markeredgewidth": 1.5, "zorder": 2 if under else 3, "label": label}  # fmt: skip
         acc_ax.plot(run.rounds, run.accuracy, **kwargs)
@@ -115,26 +115,35 @@ def draw_report(experiment_dir: Path) -> Figure:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
         axis.legend(fontsize="small")
-    _draw_divergence(diff_ax, read_json_object(Path(experiment_dir) / "comparison.json"))
+    _draw_divergence(diff_ax, read_json_object(Path(experiment_dir) / "comparison.json"), styles)
     _draw_times(time_ax, runs)
     figure.suptitle(Path(experiment_dir).name)
     figure.tight_layout()
     return figure
 
 
-def _draw_divergence(axis: plt.Axes, comparison: dict) -> None:
-    """Each run's |Δw| from the reference's global model after every round (``comparison.json``), on a
-    scale linear below the tolerance and logarithmic above, with the tolerance drawn."""
+def run_styles(runs: list[RunCurves]) -> dict[str, dict[str, str]]:
+    """Each run's color, line style and marker, by run name, so that a run looks the same in every panel."""
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {run.name: {"color": color, "linestyle": style, "marker": marker}
+            for run, color, style, marker in zip(runs, cycle(colors), cycle(LINE_STYLES), cycle(MARKERS))}  # fmt: skip
+
+
+def _draw_divergence(axis: plt.Axes, comparison: dict, styles: dict[str, dict[str, str]]) -> None:
+    """Each run's |Δw| from the reference's global model after every round (``comparison.json``), in the
+    run's own style (:func:`run_styles`), on a scale linear below the tolerance and logarithmic above,
+    with the tolerance drawn."""
     tolerance = comparison.get("tolerance", 0.0)
     rows = [row for row in comparison.get("runs", []) if row.get("param_diff_per_round")]
-    for row, style, marker in zip(rows, cycle(LINE_STYLES[1:]), cycle(MARKERS[1:])):  # the reference has the first
+    for row in rows:
         differences = row["param_diff_per_round"]
         diverges = row.get("first_divergent_round")
         label = f"{row['run']} (from round {diverges})" if diverges else f"{row['run']} (within tolerance)"
-        axis.plot(range(1, len(differences) + 1), differences, linestyle=style, marker=marker, markerfacecolor="none", label=label)
+        axis.plot(range(1, len(differences) + 1), differences, **styles.get(row["run"], {}), markerfacecolor="none", label=label)
     if tolerance:
         axis.axhline(tolerance, color="grey", linewidth=1, linestyle=":", label=f"tolerance {tolerance:g}")
         axis.set_yscale("symlog", linthresh=tolerance)
+    axis.set_ylim(bottom=0)  # a distance: no negative half of the symlog scale
     axis.set_xlabel("round")
     axis.set_title("max |Δw| from the reference")
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
