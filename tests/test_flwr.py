@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 import cloudpickle
@@ -153,6 +154,41 @@ def two_node_cluster(monkeypatch):
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture
+def cluster_with_a_killed_node(monkeypatch):
+    """A Ray head and one more node whose raylet is killed (SIGKILL); the head declares a node dead only after 5 minutes
+    (health checks every second, 300 missed), so Ray lists the killed node alive for the whole test."""
+    from ray.cluster_utils import Cluster
+
+    slow_detection = {"health_check_period_ms": 1000, "health_check_failure_threshold": 300}
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, "_system_config": slow_detection})
+    try:
+        node = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        if ray.is_initialized():
+            ray.shutdown()
+        node.all_processes["raylet"][0].process.kill()
+        monkeypatch.setenv("FLTEST_RAY_ADDRESS", cluster.address)
+        yield node
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+
+
+def test_a_node_listed_alive_that_runs_no_task_fails_the_run_with_its_name_before_it_starts(tmp_path, monkeypatch, cluster_with_a_killed_node):
+    monkeypatch.setattr("fltest.backends.flwr.cluster.NODE_ANSWER_TIMEOUT_S", 10.0)
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(run_experiment(_config(round_timeout_s=20), tmp_path)), daemon=True)
+    runner.start()
+    runner.join(timeout=150)  # before the fix: Flower waited for the actor placed on the dead node until Ray declared it dead
+    assert not runner.is_alive(), "the run still waits for the killed node"
+    assert [r["status"] for r in outcome["runs"]] == ["completed", "failed"]
+    error = _summary(tmp_path / "flwr-test", "flower")["error"]
+    ip = cluster_with_a_killed_node.node_ip_address
+    assert error.startswith("Ray node ") and f"({ip}) is listed alive but ran no task within 10 s" in error and "\n" not in error, error
 
 
 def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, monkeypatch, two_node_cluster, caplog):

@@ -7,14 +7,19 @@ import socket
 import datasets
 import ray
 from datasets.table import InMemoryTable
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from fltest.backends.flwr.ray_errors import remember_node_names
+from fltest.backends.flwr.ray_errors import ray_node_info, remember_node_names
 from fltest.backends.pythonpath import driver_pythonpath
 from fltest.backends.ray_address import ADDRESS_VARIABLE
 from fltest.data.shards import ShardSet, dataset_arrays
 from fltest.errors import InputError, RunFailed
 
 CONNECT_TIMEOUT_S = 5.0
+# Each node Ray lists alive must run a task this soon before the run starts: twice the time Ray takes
+# by default to declare a killed node dead, so that a slow but live node (a loaded host starting a
+# worker process) is not failed.
+NODE_ANSWER_TIMEOUT_S = 60.0
 
 
 def _check_reachable(address: str) -> None:
@@ -39,6 +44,42 @@ def join_cluster(address: str) -> None:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunFailed(f"{ADDRESS_VARIABLE}={address}: cannot join the Ray cluster: {first_line}") from None
     remember_node_names()  # error lines name a lost node by its container or host name
+    check_nodes_answer()
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _answer() -> None:
+    """Nothing: that it runs on its node is the answer."""
+
+
+def check_nodes_answer(timeout_s: float | None = None) -> None:
+    """Fail with one line naming the first node that Ray lists alive but that runs no task within ``timeout_s``.
+
+    Flower sizes its actor pool from every node Ray lists alive, and Ray lists a killed or cut-off
+    node alive until it misses its health checks (about 30 s by default, longer as a cluster sets
+    it). An actor placed there never answers, and Flower waits for it with no timeout: the run
+    outlives its round timeout (246 s for a 20 s round timeout, measured with a 240 s detection)
+    and ends only when Ray declares the node dead. One task pinned to each node finds it first.
+    ``timeout_s``: :data:`NODE_ANSWER_TIMEOUT_S` when not given.
+    """
+    timeout_s = NODE_ANSWER_TIMEOUT_S if timeout_s is None else timeout_s
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    probes = {_answer.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(): node
+              for node in nodes}  # fmt: skip
+    answered, silent = ray.wait(list(probes), num_returns=len(probes), timeout=timeout_s)
+    for probe in silent:
+        ray.cancel(probe, force=True)
+    failures = [(probes[probe], f"ran no task within {timeout_s:g} s: stopped, or cut off from the driver") for probe in silent]
+    for probe in answered:
+        try:
+            ray.get(probe)
+        except Exception as exc:  # Ray declared the node dead while it was asked
+            failures.append((probes[probe], f"failed the task it was given ({type(exc).__name__})"))
+    if failures:
+        node, why = failures[0]
+        ip = node.get("NodeManagerAddress", "")
+        info = ray_node_info(ip)
+        raise RunFailed(f"Ray node {info[0] if info else node.get('NodeManagerHostname', ip)} ({ip}) is listed alive but {why}")
 
 
 def put_shards(shards: ShardSet) -> dict[int, ray.ObjectRef]:
