@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 import time
+from contextlib import contextmanager
 
 import cloudpickle
 import pytest
@@ -137,45 +138,40 @@ def test_pickled_client_app_stays_small_as_clients_grow(fresh_cache):
     assert naive[120] > 10 * sizes[120]  # the pattern it replaces carries every shard
 
 
-@pytest.fixture
-def two_node_cluster(monkeypatch):
-    """A Ray head and one more node on this machine, one CPU each, stopped by their handle."""
+@contextmanager
+def _head_and_node(monkeypatch, **head_args):
+    """A Ray head and one more node on this machine, one CPU each, ``FLTEST_RAY_ADDRESS`` set to it, stopped by their handle."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, **head_args})
     try:
-        cluster.add_node(num_cpus=1)
+        node = cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
         if ray.is_initialized():  # waiting may have connected this process; fltest must connect itself
             ray.shutdown()
         monkeypatch.setenv("FLTEST_RAY_ADDRESS", cluster.address)
-        yield cluster
+        yield cluster, node
     finally:
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture
+def two_node_cluster(monkeypatch):
+    """A Ray head and one more node (:func:`_head_and_node`)."""
+    with _head_and_node(monkeypatch) as (cluster, _):
+        yield cluster
 
 
 @pytest.fixture
 def cluster_with_a_killed_node(monkeypatch):
     """A Ray head and one more node whose raylet is killed (SIGKILL); the head declares a node dead only after 5 minutes
     (health checks every second, 300 missed), so Ray lists the killed node alive for the whole test."""
-    from ray.cluster_utils import Cluster
-
     slow_detection = {"health_check_period_ms": 1000, "health_check_failure_threshold": 300}
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, "_system_config": slow_detection})
-    try:
-        node = cluster.add_node(num_cpus=1)
-        cluster.wait_for_nodes()
-        if ray.is_initialized():
-            ray.shutdown()
+    with _head_and_node(monkeypatch, _system_config=slow_detection) as (_, node):
         node.all_processes["raylet"][0].process.kill()
-        monkeypatch.setenv("FLTEST_RAY_ADDRESS", cluster.address)
         yield node
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
 
 
 def test_a_node_listed_alive_that_runs_no_task_fails_the_run_with_its_name_before_it_starts(tmp_path, monkeypatch, cluster_with_a_killed_node):
