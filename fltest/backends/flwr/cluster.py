@@ -52,17 +52,16 @@ def _answer() -> None:
     """Nothing: that it runs on its node is the answer."""
 
 
-def check_nodes_answer(timeout_s: float | None = None) -> None:
-    """Fail with one line naming the first node that Ray lists alive but that runs no task within ``timeout_s``.
+def check_nodes_answer() -> None:
+    """Fail with one line naming the first node that Ray lists alive but that runs no task within :data:`NODE_ANSWER_TIMEOUT_S`.
 
     Flower sizes its actor pool from every node Ray lists alive, and Ray lists a killed or cut-off
     node alive until it misses its health checks (about 30 s by default, longer as a cluster sets
     it). An actor placed there never answers, and Flower waits for it with no timeout: the run
     outlives its round timeout (246 s for a 20 s round timeout, measured with a 240 s detection)
     and ends only when Ray declares the node dead. One task pinned to each node finds it first.
-    ``timeout_s``: :data:`NODE_ANSWER_TIMEOUT_S` when not given.
     """
-    timeout_s = NODE_ANSWER_TIMEOUT_S if timeout_s is None else timeout_s
+    timeout_s = NODE_ANSWER_TIMEOUT_S  # read at each call: a test shortens it
     nodes = [node for node in ray.nodes() if node.get("Alive")]
     probes = {_answer.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(): node
               for node in nodes}  # fmt: skip
