@@ -7,8 +7,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from fltest.errors import FLTestError
+from fltest.interrupts import signal_name, stop_signals_raise
 
-INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a Ctrl-C; also for SIGTERM, which stops a run the same way
 
 
 def run_command(
@@ -19,17 +20,21 @@ def run_command(
     """Parse ``argv``, call ``setup`` then the subcommand's ``handler``; returns its exit code.
 
     An :class:`FLTestError` prints ``<prog>: error: <message>`` on stderr and returns the
-    error's exit code (2 for bad input, 1 for a failure); Ctrl-C prints ``<prog>: interrupted``
-    and returns 130, the shell's code for SIGINT.
+    error's exit code (2 for bad input, 1 for a failure). Ctrl-C (SIGINT) and SIGTERM raise
+    :class:`fltest.interrupts.Interrupted` while the handler runs: whoever runs the experiment
+    stops it and says what it stopped, and the command prints one line
+    ``<prog>: interrupted (<signal>): <what was stopped>`` and returns 130.
     """
     args = parser.parse_args(argv)
     if setup is not None:
         setup(args)
     try:
-        return args.handler(args)
+        with stop_signals_raise():
+            return args.handler(args)
     except FLTestError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:  # Ctrl-C: what was recorded stays, with its summary saying so
-        print(f"{parser.prog}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # what was recorded stays, with its summary saying so
+        stopped = getattr(exc, "stopped", None)
+        print(f"{parser.prog}: interrupted ({signal_name(exc)})" + (f": {stopped}" if stopped else ""), file=sys.stderr)
         return INTERRUPTED_EXIT_CODE

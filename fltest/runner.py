@@ -19,6 +19,7 @@ from fltest.data.shards import LABEL_PLOT, ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError
 from fltest.fedavg import evaluate_global
 from fltest.hooks import Hooks, load_hooks
+from fltest.interrupts import signal_name
 from fltest.model import Model, initial_params, load_model
 from fltest.results.compare import compare_runs
 from fltest.results.recorder import RunRecorder, drop_round_models
@@ -110,8 +111,10 @@ def run_experiment(
             try:
                 progress = RecordedProgress(recorder, model, test, hooks)
                 backend.run(RunJob(config, run, shards, initial, hooks, recorder.run_dir, progress))
-            except KeyboardInterrupt:
-                recorder.finish("interrupted", "interrupted by the user")
+            except KeyboardInterrupt as interrupt:  # the backend stopped the framework on its way out
+                recorder.finish("interrupted", f"interrupted by {signal_name(interrupt)}")
+                interrupt.stopped = (f"stopped run {run.name} ({run.framework}) after round {max(recorder.last_round, 0)} "
+                                         f"of {config.training.rounds}; its rounds and summary: {recorder.run_dir}")  # fmt: skip
                 raise
             except FLTestError as exc:
                 summaries.append(recorder.finish("failed", str(exc)))

@@ -118,7 +118,8 @@ def test_an_interrupted_run_says_so(write_config, tmp_path):
         "        raise KeyboardInterrupt\n"
     ))
     result = fltest("run", str(path), cwd=tmp_path)
-    assert result.returncode != 0
+    assert result.returncode == 130
+    assert result.stderr.strip().splitlines()[-1].startswith("fltest: interrupted (SIGINT): stopped run reference (reference) after round 1 of")
     summary = json.loads((tmp_path / "results" / "digits-demo" / "reference" / "summary.json").read_text())
     assert summary["status"] == "interrupted"
 

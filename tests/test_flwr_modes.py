@@ -5,12 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from flwr.app import Context, RecordDict
 
 from fltest.backends import backend_for
 from fltest.backends.flwr import FlwrBackend
+from fltest.backends.flwr_deployment import run_config, server_component
 from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
+from fltest.backends.flwr_deployment.run_config import (
+    CLASSES_KEY,
+    EXPERIMENT_KEY,
+    FEATURES_KEY,
+    INITIAL_DIGEST_KEY,
+    initial_module_source,
+    params_digest,
+)
 from fltest.cli import main
 from fltest.config.schema import ExperimentConfig
+from fltest.errors import RunFailed
+from fltest.model import initial_params, load_model
 from tests.conftest import base_config
 
 
@@ -90,3 +102,24 @@ def test_bad_flwr_options_are_one_line_and_exit_2(validate, ca_file, options, me
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fltest: error: ") and message in lines[0], lines
+
+
+def _server_context(config: ExperimentConfig, digest: str) -> Context:
+    """The Context FLTest's ServerApp gets on a SuperLink, for ``config`` on the digits (8x8, 10 classes)."""
+    run_config = {EXPERIMENT_KEY: config.model_dump_json(), FEATURES_KEY: "8,8", CLASSES_KEY: 10, INITIAL_DIGEST_KEY: digest}
+    return Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
+
+
+def test_the_initial_model_travels_in_the_bundle_and_one_too_large_is_made_again_and_checked(monkeypatch):
+    """The deployment's ServerApp starts from the driver's model: shipped, or, too large to ship, made again and checked."""
+    config = ExperimentConfig.model_validate(base_config() | {"hooks": None})
+    model = load_model(config.model)
+    initial = initial_params(model, (8, 8), 10, config.seed)
+    assert initial_module_source(initial) is not None  # the digits' model is shipped
+    monkeypatch.setattr(run_config, "SHIPPED_MODEL_MAX_CHARS", 100)
+    assert initial_module_source(initial) is None  # ... but not a model over the limit
+    assert server_component.shipped_initial_params() is None  # no bundle module on this path
+    made = server_component._initial(_server_context(config, params_digest(initial)))
+    assert all((a == b).all() for a, b in zip(made, initial))
+    with pytest.raises(RunFailed, match="initial model, made again from the seed, is not the driver's"):
+        server_component._initial(_server_context(config, "0" * 64))

@@ -117,11 +117,19 @@ import io, sys, zipfile
 from pathlib import Path
 from flwr.cli.build import build_fab_from_disk
 from fltest.backends.flwr_deployment.app_dir import write_app_dir
+from fltest.backends.flwr_deployment.run_config import shipped_initial_params
+from fltest.model import initial_params, load_model
 from fltest.runner import prepare
 from fltest.validate import check_config
 config = check_config(sys.argv[1])
-app = write_app_dir(Path("app"), config, prepare(config))
-print("\\n".join(sorted(zipfile.ZipFile(io.BytesIO(build_fab_from_disk(app))).namelist())))
+shards = prepare(config)
+initial = initial_params(load_model(config.model), shards.feature_shape, shards.num_classes, config.seed)
+fab = zipfile.ZipFile(io.BytesIO(build_fab_from_disk(write_app_dir(Path("app"), config, shards, initial))))
+fab.extractall("fab")
+sys.path.insert(0, "fab")  # as Flower puts the bundle on the ServerApp's path
+shipped = shipped_initial_params()
+assert [a.shape for a in shipped] == [a.shape for a in initial] and all((a == b).all() for a, b in zip(shipped, initial))
+print("\\n".join(sorted(fab.namelist())))
 """
 
 
@@ -142,4 +150,5 @@ def test_a_deployment_run_s_flower_app_carries_the_model_and_hooks_modules(tmp_p
     built = subprocess.run([sys.executable, "-c", APP_FILES, str(config_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
     modules = {"file": ["my_model.py"], "package": ["my_model/__init__.py", "my_model/core.py"]}[layout]
-    assert built.stdout.split() == sorted(["pyproject.toml", ".info/CONTENT", "my_hooks.py", *modules])  # what Flower ships
+    shipped = ["pyproject.toml", ".info/CONTENT", "my_hooks.py", "fltest_initial_model.py", *modules]
+    assert built.stdout.split() == sorted(shipped)  # what Flower ships: the initial model the ServerApp starts from too

@@ -9,6 +9,7 @@ import numpy as np
 
 from fltest.backends.flwr.client_app import params_to_record, record_to_params
 from fltest.backends.flwr_deployment import channel
+from fltest.backends.supervision import Round
 from fltest.params import keyed, load_params, params_from_bytes, params_to_bytes, save_params, unkeyed
 from fltest.rounds import RoundResult
 
@@ -46,7 +47,9 @@ def test_the_deployment_channel_carries_a_round_bit_for_bit():
     report = RoundResult(3, _params(), {"train_loss": 0.25}, [0, 2])
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        channel.emit_round(report)
-    kind, parsed = channel.parse_line("INFO :      " + printed.getvalue())  # as flwr log prefixes it
-    assert kind == "ROUND" and (parsed.server_round, parsed.train_metrics, parsed.clients) == (3, {"train_loss": 0.25}, [0, 2])
-    assert _same(parsed.params, report.params)
+        channel.LogSink().round_done(report)
+    parsed = channel.parse_line("INFO :      " + printed.getvalue())  # as flwr log prefixes it
+    assert isinstance(parsed, Round)
+    result = parsed.result
+    assert (result.server_round, result.train_metrics, result.clients) == (3, {"train_loss": 0.25}, [0, 2])
+    assert _same(result.params, report.params)

@@ -13,11 +13,6 @@ from fltest.params import Params
 from fltest.rounds import RunProgress
 
 
-# Allowed for a framework to start (its processes, Ray actors, the simulator's clients, a submitted
-# Flower run) and find its clients, on top of the first round's own round_timeout_s: on a loaded
-# 2-core machine, Ray actors on a busy cluster took more than 30 s to answer their first message.
-STARTUP_S = 120.0
-
 
 @dataclass(frozen=True)
 class RunJob:

@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from fltest.config.partitions import describe_partition_error, without_partition_method
-from fltest.config.runs import describe_run_error, without_run_kind
+from fltest.config.runs import FlwrDeploymentRun, describe_run_error, without_run_kind
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FieldError, InputError
 from fltest.hooks import load_hooks
@@ -38,8 +38,9 @@ def _format_validation_error(path: Path, error: ValidationError, raw: dict) -> s
 def load_config(path: str | Path) -> ExperimentConfig:
     """Load and validate the config at ``path``: its YAML, its schema, its paths and its hooks module.
 
-    Relative ``dataset.path`` values are taken relative to the config file, whose
-    folder is also put on ``sys.path`` so that a hooks module beside it imports.
+    Relative ``dataset.path`` and deployment runs' ``root_certificates`` are taken relative to the
+    config file (``~`` is this user's home), whose folder is also put on ``sys.path`` so that a hooks
+    module beside it imports.
     The data is not read here: :func:`fltest.validate.check_config` checks it too, and a
     run checks it as it prepares the shards. Raises :class:`InputError` naming the file
     and field on any problem.
@@ -63,6 +64,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise InputError(_format_validation_error(path, exc, raw)) from None
 
     config_dir = path.resolve().parent
+    config = _with_root_certificates_resolved(config, config_dir)
     if config.dataset.path is not None:
         data_path = config.dataset.path
         if not data_path.is_absolute():
@@ -82,6 +84,24 @@ def load_config(path: str | Path) -> ExperimentConfig:
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     return config
+
+
+def config_path(path: Path, config_dir: Path, home: Path | None = None) -> Path:
+    """A path a config names, as fltest reads it: ``~`` is ``home`` (this user's), a relative path is the config's folder's."""
+    if path.parts[:1] == ("~",):
+        path = (home or Path.home()).joinpath(*path.parts[1:])
+    return path if path.is_absolute() else config_dir / path
+
+
+def _with_root_certificates_resolved(config: ExperimentConfig, config_dir: Path) -> ExperimentConfig:
+    """``config`` with every deployment run's ``root_certificates`` made absolute (:func:`config_path`)."""
+    runs = [
+        run.model_copy(update={"options": run.options.model_copy(
+            update={"root_certificates": config_path(run.options.root_certificates, config_dir)})})
+        if isinstance(run, FlwrDeploymentRun) else run
+        for run in config.runs
+    ]  # fmt: skip
+    return config.model_copy(update={"runs": runs})
 
 
 @contextlib.contextmanager

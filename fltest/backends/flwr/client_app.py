@@ -1,7 +1,9 @@
 """FLTest's Flower ClientApp: answers a query with its partition id, trains on its own shard.
 
 Local training that runs past ``round_timeout_s`` is answered with an error (see
-:mod:`fltest.backends.flwr.time_limit`), so a hung client cannot keep the run alive.
+:mod:`fltest.backends.flwr.time_limit`), so a hung client cannot keep the run alive. Both
+answers name the client's host (the Ray node, or the SuperNode's container), which failure lines
+and the summary's ``client_hosts`` give.
 
 The app closes over a *shard source*, never over the shards themselves: Flower
 pickles the app with every message, so it must stay small whatever the number of
@@ -18,6 +20,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricR
 from flwr.clientapp import ClientApp
 
 from fltest.backends.flwr.time_limit import call_within
+from fltest.backends.supervision.deadlines import Deadlines
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
@@ -39,6 +42,11 @@ def record_to_params(record: ArrayRecord) -> Params:
     return unkeyed({key: array.numpy() for key, array in record.items()})
 
 
+def _host() -> ConfigRecord:
+    """The record naming the machine this client runs on."""
+    return ConfigRecord({"hostname": socket.gethostname()})
+
+
 def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> ClientApp:
     """The ClientApp for ``config``; ``shard_source(partition_id)`` gives a client its shard."""
     app = ClientApp()
@@ -46,7 +54,7 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
     @app.query()
     def query(msg: Message, context: Context) -> Message:
         info = ConfigRecord({"partition-id": int(context.node_config["partition-id"])})
-        return Message(RecordDict({"info": info}), reply_to=msg)
+        return Message(RecordDict({"info": info, HOST_KEY: _host()}), reply_to=msg)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
@@ -60,10 +68,9 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
             x, y = shard_source(partition_id)
             return client_update(run_config, load_hooks(config.hooks), partition_id, server_round, params, x, y)
 
-        update = call_within(config.training.round_timeout_s, local_training)
+        update = call_within(Deadlines.of(config).local_training_s, local_training)
         metrics = MetricRecord({"num-examples": update.num_examples, **update.metrics})
-        host = ConfigRecord({"hostname": socket.gethostname()})
-        content = RecordDict({PARAMS_KEY: params_to_record(update.params), "metrics": metrics, HOST_KEY: host})
+        content = RecordDict({PARAMS_KEY: params_to_record(update.params), "metrics": metrics, HOST_KEY: _host()})
         return Message(content, reply_to=msg)
 
     return app

@@ -10,7 +10,7 @@ from datasets.table import InMemoryTable
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fltest.backends.flwr.ray_errors import ray_node_info, remember_node_names
-from fltest.backends.pythonpath import driver_pythonpath
+from fltest.backends.flwr.ray_session import init_ray
 from fltest.backends.ray_address import ADDRESS_VARIABLE
 from fltest.data.shards import ShardSet, dataset_arrays
 from fltest.errors import InputError, RunFailed
@@ -37,9 +37,8 @@ def _check_reachable(address: str) -> None:
 def join_cluster(address: str) -> None:
     """Connect this driver to the cluster, shipping the driver's ``sys.path`` to every worker."""
     _check_reachable(address)
-    runtime_env = {"env_vars": {"PYTHONPATH": driver_pythonpath()}}
     try:
-        ray.init(address=address, runtime_env=runtime_env, logging_level="WARNING", log_to_driver=True)
+        init_ray(address=address, logging_level="WARNING", log_to_driver=True)
     except Exception as exc:  # Ray raises RuntimeError, ConnectionError, ... for a cluster it cannot use
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunFailed(f"{ADDRESS_VARIABLE}={address}: cannot join the Ray cluster: {first_line}") from None

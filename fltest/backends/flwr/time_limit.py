@@ -15,10 +15,6 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# The server waits this much longer than round_timeout_s for a round's replies, so that a client that
-# gives up on its own local training at round_timeout_s is heard saying so (not as a missing reply).
-REPLY_GRACE_S = 10.0
-
 
 class TimeLimitExceeded(Exception):
     """The call did not return within its time limit."""

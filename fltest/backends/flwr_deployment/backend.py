@@ -1,31 +1,26 @@
-"""Run FLTest's experiment on a Flower deployment: submit the app with ``flwr run``, follow its log."""
+"""Run FLTest's experiment on a Flower deployment: submit the app with ``flwr run``, follow its log (:mod:`.log_stream`)."""
 
 from __future__ import annotations
 
 import logging
-import re
-import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
-from fltest.backends.base import STARTUP_S, Backend, RunJob
-from fltest.backends.flwr.time_limit import REPLY_GRACE_S
-from fltest.backends.flwr_deployment import channel
+from fltest.backends.base import Backend, RunJob
 from fltest.backends.flwr_deployment.app_dir import user_module_sources, write_app_dir
-from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json, write_connection
+from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
+from fltest.backends.flwr_deployment.log_stream import FlowerRunTransport
 from fltest.backends.flwr_deployment.readiness import check_online
+from fltest.backends.supervision import Deadlines, follow_run
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
 
 log = logging.getLogger(__name__)
 
-_EXCEPTION_LINE = re.compile(r"^\w*(Error|Exception)\b.*: ")  # a traceback's last line, e.g. from the ServerApp
-
 
 def _root_certificates(run: FlwrDeploymentRun) -> Path:
-    """The CA file the SuperLink's certificate is checked against (``~`` expanded)."""
+    """The CA file the SuperLink's certificate is checked against (absolute once the config is loaded; ``~`` expanded)."""
     return run.options.root_certificates.expanduser()
 
 
@@ -46,75 +41,19 @@ class FlwrDeploymentBackend(Backend):
         user_module_sources(config)
 
     def run(self, job: RunJob) -> None:
-        """Submit the run, report each round as its line arrives; a failed run raises :class:`RunFailed`."""
-        options, training = job.run.options, job.config.training
-        deadline = STARTUP_S + training.rounds * (training.round_timeout_s + REPLY_GRACE_S)  # as long as the ServerApp waits
+        """Submit the run, follow it to its end; a failed run raises :class:`RunFailed`, a stop signal stops it on the SuperLink."""
+        options = job.run.options
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
             home = Path(tmp) / "flwr-home"
             write_connection(home, options.superlink, _root_certificates(job.run))
-            app = write_app_dir(Path(tmp) / "app", job.config, job.shards)
+            app = write_app_dir(Path(tmp) / "app", job.config, job.shards, job.initial_params)
+            deadlines = Deadlines.of(job.config)
             try:
                 check_online(home, job.config.clients)
-                run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=STARTUP_S)["run-id"])
+                run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=deadlines.startup_s)["run-id"])
             except RunFailed as exc:
                 raise RunFailed(f"SuperLink {options.superlink}: {exc}") from None
             job.progress.note(flower_run_id=run_id, superlink=options.superlink)
             log.info("run %s: Flower run %d submitted to %s", job.run.name, run_id, options.superlink)
-            self._follow(job, home, run_id, deadline)
-
-    def _follow(self, job: RunJob, home: Path, run_id: int, timeout: float) -> None:
-        """Read the run's log stream until it ends, reporting rounds; then check the run's status."""
-        command = [flwr_cli(), "log", str(run_id), CONNECTION, "--stream"]
-        stream = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=flwr_env(home))
-        timed_out = threading.Event()
-        timer = threading.Timer(timeout, lambda: (timed_out.set(), stream.kill()))
-        timer.start()
-        done, error, rounds, last_exception = None, None, 0, ""
-        try:
-            for line in stream.stdout:
-                parsed = channel.parse_line(line)
-                if parsed is None:
-                    last_exception = line.strip() if _EXCEPTION_LINE.match(line) else last_exception
-                    continue
-                kind, payload = parsed
-                if kind == "ROUND":
-                    if rounds == 0:
-                        job.progress.setup_done()
-                    job.progress.round_done(payload)
-                    rounds = payload.server_round
-                elif kind == "DONE":
-                    done = payload
-                else:
-                    error = payload["reason"]
-        except BaseException:  # interrupted, or a round that cannot be recorded: end the remote run too
-            self._stop(home, run_id)
-            raise
-        finally:
-            timer.cancel()
-            if stream.poll() is None:
-                stream.kill()
-            stream.wait()
-        if error:
-            raise RunFailed(f"Flower run {run_id}: {error}")
-        if done is None:
-            status = self._status(home, run_id)
-            if timed_out.is_set():
-                self._stop(home, run_id)
-                raise RunFailed(f"Flower run {run_id}: no end after {timeout:.0f} s ({status}, {rounds} rounds); stopped")
-            reason = f": {last_exception}" if last_exception else ""
-            raise RunFailed(f"Flower run {run_id} ended ({status}) after {rounds} of {job.config.training.rounds} rounds{reason}")
-        job.progress.note(client_hosts=done["client_hosts"])
-
-    @staticmethod
-    def _status(home: Path, run_id: int) -> str:
-        """The run's status as ``flwr ls`` reports it (``finished:completed``, ``running``, ...)."""
-        runs = flwr_json(home, "ls", CONNECTION, "--run-id", str(run_id))["runs"]
-        return str(runs[0].get("status", "unknown")) if runs else "unknown"
-
-    @staticmethod
-    def _stop(home: Path, run_id: int) -> None:
-        """Ask the SuperLink to stop the run (best effort: a run that already ended is fine)."""
-        try:
-            flwr_json(home, "stop", str(run_id), CONNECTION)
-        except RunFailed as exc:
-            log.warning("%s", exc)
+            done = follow_run(FlowerRunTransport(home, run_id), job.progress, job.config.training.rounds, deadlines)
+            job.progress.note(client_hosts=done["client_hosts"])

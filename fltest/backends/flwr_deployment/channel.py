@@ -1,10 +1,11 @@
 """What the ServerApp tells the fltest process, as lines in the run's log (``flwr log``).
 
 The ServerApp runs inside the SuperLink, so it cannot write fltest's results itself: it
-prints one ``FLTEST-ROUND`` line a round (the global model, exactly, as base64 ``.npz``;
-the training metrics; the selected partitions), ``FLTEST-DONE`` at the end, and
-``FLTEST-ERROR`` with the one-line reason when the run fails. The fltest process reads
-the lines back, evaluates and records each round.
+prints ``FLTEST-READY`` once every client answered, one ``FLTEST-ROUND`` line a round (the global
+model, exactly, as base64 ``.npz``; the training metrics; the selected partitions),
+``FLTEST-DONE`` at the end, and ``FLTEST-ERROR`` with the one-line reason when the run fails. The
+fltest process reads the lines back as the run supervisor's events, and evaluates and records
+each round.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import json
 import re
 import sys
 
+from fltest.backends.supervision.follow import Done, Event, Failed, Ready, Round
 from fltest.params import params_from_bytes, params_to_bytes
 from fltest.rounds import RoundResult
 
-_LINE = re.compile(r"FLTEST-(ROUND|DONE|ERROR) (\S+)")
+_LINE = re.compile(r"FLTEST-(READY|ROUND|DONE|ERROR) (\S+)")
 
 
 def _emit(kind: str, payload: dict) -> None:
@@ -27,33 +29,42 @@ def _emit(kind: str, payload: dict) -> None:
     sys.stdout.flush()
 
 
-def emit_round(result: RoundResult) -> None:
-    """Print a round's result."""
-    _emit("ROUND", {
-        "round": result.server_round,
-        "params": base64.b64encode(params_to_bytes(result.params)).decode(),
-        "train_metrics": result.train_metrics,
-        "clients": result.clients,
-    })  # fmt: skip
+class LogSink:
+    """The server loop's :class:`~fltest.backends.flwr.server_loop.RunSink` in the SuperLink: lines of the run's log."""
+
+    def ready(self) -> None:
+        """Every client answered."""
+        _emit("READY", {})
+
+    def round_done(self, result: RoundResult) -> None:
+        """Print a round's result."""
+        _emit("ROUND", {
+            "round": result.server_round,
+            "params": base64.b64encode(params_to_bytes(result.params)).decode(),
+            "train_metrics": result.train_metrics,
+            "clients": result.clients,
+        })  # fmt: skip
+
+    def failed(self, reason: str) -> None:
+        """Print why the run failed (one line)."""
+        _emit("ERROR", {"reason": reason})
+
+    def done(self, client_hosts: list[str]) -> None:
+        """Print the end of a completed run, with the hosts the clients trained on."""
+        _emit("DONE", {"client_hosts": client_hosts})
 
 
-def emit_done(client_hosts: list[str]) -> None:
-    """Print the end of a completed run, with the hosts the clients trained on."""
-    _emit("DONE", {"client_hosts": client_hosts})
-
-
-def emit_error(reason: str) -> None:
-    """Print why the run failed (one line)."""
-    _emit("ERROR", {"reason": reason})
-
-
-def parse_line(line: str) -> tuple[str, RoundResult | dict] | None:
-    """``("ROUND", result)``, ``("DONE", info)``, ``("ERROR", info)`` or ``None`` for any other line."""
+def parse_line(line: str) -> Event | None:
+    """The event a log line carries, or ``None`` for any other line."""
     match = _LINE.search(line)
     if not match:
         return None
     kind, payload = match.group(1), json.loads(base64.b64decode(match.group(2)))
-    if kind != "ROUND":
-        return kind, payload
+    if kind == "READY":
+        return Ready()
+    if kind == "DONE":
+        return Done({"client_hosts": payload["client_hosts"]})
+    if kind == "ERROR":
+        return Failed(payload["reason"])
     params = params_from_bytes(base64.b64decode(payload["params"]))
-    return kind, RoundResult(payload["round"], params, payload["train_metrics"], payload["clients"])
+    return Round(RoundResult(payload["round"], params, payload["train_metrics"], payload["clients"]))

@@ -1,0 +1,75 @@
+"""The ServerApp's work, the same in both Flower modes: find the clients, run Flower's strategy, report.
+
+A simulation's ServerApp runs in the fltest process and reports into a queue
+(:mod:`fltest.backends.flwr.simulation`); a deployment's runs in the SuperLink and reports as lines
+of the run's log (:mod:`fltest.backends.flwr_deployment.channel`). Either way it starts from the
+initial model the driver made, waits as :class:`~fltest.backends.supervision.Deadlines` says, and
+reports through a :class:`RunSink`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from flwr.app import ArrayRecord, ConfigRecord
+from flwr.serverapp import Grid
+
+from fltest.backends.flwr.client_app import params_to_record, record_to_params
+from fltest.backends.flwr.stoppable_grid import RunStopped
+from fltest.backends.flwr.strategy import discover_partitions, flower_strategy
+from fltest.backends.supervision.deadlines import Deadlines
+from fltest.config.schema import ExperimentConfig
+from fltest.errors import FLTestError
+from fltest.params import Params
+from fltest.rounds import RoundResult
+
+
+class RunSink(Protocol):
+    """Where the server loop reports the run."""
+
+    def ready(self) -> None:
+        """Every client answered: set-up is over."""
+
+    def round_done(self, result: RoundResult) -> None:
+        """A round ended."""
+
+    def failed(self, reason: str) -> None:
+        """The run failed (one line)."""
+
+    def done(self, client_hosts: list[str]) -> None:
+        """Every round ended; the clients trained on ``client_hosts``."""
+
+
+def serve_rounds(grid: Grid, config: ExperimentConfig, initial: Params, sink: RunSink, node_label: str | None = None) -> None:
+    """Train ``config``'s rounds from ``initial`` on the nodes of ``grid``, reporting to ``sink``.
+
+    ``node_label`` names a client's node in failure lines by its host (``SuperNode`` gives
+    ``client 1 (SuperNode <hostname>, Flower node <id>)``). A failure is reported, then raised,
+    so that Flower records the run as failed too; a stop the driver asked for
+    (:class:`~fltest.backends.flwr.stoppable_grid.RunStopped`) is raised unreported.
+    """
+    deadlines = Deadlines.of(config)
+    try:
+        hosts: dict[int, str] = {}
+        mapping = discover_partitions(grid, config.clients, deadlines.discovery_s, hosts)
+        sink.ready()
+        names = {node: f"{node_label} {host}" for node, host in hosts.items()} if node_label else None
+        strategy = flower_strategy(config.training.strategy, mapping, config.seed, config.training.fraction_fit, names)
+
+        def report(server_round: int, arrays: ArrayRecord) -> None:
+            if server_round > 0:
+                sink.round_done(RoundResult(
+                    server_round, record_to_params(arrays), strategy.train_metrics[server_round], strategy.selected[server_round]
+                ))  # fmt: skip
+
+        strategy.start(grid=grid, initial_arrays=params_to_record(initial), num_rounds=config.training.rounds,
+                       timeout=deadlines.replies_s, train_config=ConfigRecord(), evaluate_fn=report)  # fmt: skip
+    except RunStopped:  # the driver stops the run: nothing to report
+        raise
+    except FLTestError as exc:
+        sink.failed(str(exc))
+        raise
+    except Exception as exc:
+        sink.failed(f"{type(exc).__name__}: {exc}")
+        raise
+    sink.done(sorted(strategy.client_hosts))

@@ -1,0 +1,59 @@
+"""What FLTest's Flower App carries in its run config and bundle, written by the driver, read by the ServerApp and ClientApps.
+
+The run config holds the experiment (as JSON), the shard set's key, and the initial model's
+SHA-256. The initial model itself travels in the App's bundle as the module :data:`INITIAL_MODULE`
+(Flower packs only source and text files into a FAB, at most 10 MB); a model too large for that is
+made again by the ServerApp from the seed and checked against the digest.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import sys
+
+from flwr.app import Context
+
+from fltest.config.schema import ExperimentConfig
+from fltest.params import Params, params_from_bytes, params_to_bytes
+
+EXPERIMENT_KEY = "fltest-experiment"  # run-config keys
+SHARDS_KEY = "fltest-shards-key"
+FEATURES_KEY = "fltest-feature-shape"  # one sample's, e.g. "8,8"
+CLASSES_KEY = "fltest-num-classes"
+INITIAL_DIGEST_KEY = "fltest-initial-sha256"
+INITIAL_MODULE = "fltest_initial_model"  # a module of the App's bundle: the initial model as base64 .npz
+# The largest initial model shipped in the bundle, as base64 (Flower refuses a FAB over 10 MB, zipped;
+# base64 of float64 weights zips to about 3/4 of its size): larger ones are made again by the ServerApp.
+SHIPPED_MODEL_MAX_CHARS = 8 * 1024 * 1024
+
+
+def experiment(context: Context) -> ExperimentConfig:
+    """The experiment config carried by the run config."""
+    return ExperimentConfig.model_validate_json(str(context.run_config[EXPERIMENT_KEY]))
+
+
+def params_digest(params: Params) -> str:
+    """The SHA-256 of ``params`` as FLTest stores them (``.npz`` bytes)."""
+    return hashlib.sha256(params_to_bytes(params)).hexdigest()
+
+
+def initial_module_source(params: Params) -> str | None:
+    """The text of :data:`INITIAL_MODULE` holding ``params``, or ``None`` when they are too large to ship."""
+    encoded = base64.b64encode(params_to_bytes(params)).decode()
+    if len(encoded) > SHIPPED_MODEL_MAX_CHARS:
+        return None
+    return f'"""The initial global model of an FLTest run, written by fltest for its ServerApp."""\n\nNPZ_BASE64 = "{encoded}"\n'
+
+
+def shipped_initial_params() -> Params | None:
+    """The initial model shipped in the App's bundle, or ``None`` when it was too large to ship."""
+    try:
+        module = importlib.import_module(INITIAL_MODULE)
+    except ModuleNotFoundError:
+        return None
+    try:
+        return params_from_bytes(base64.b64decode(module.NPZ_BASE64))
+    finally:
+        sys.modules.pop(INITIAL_MODULE, None)  # a later run's bundle carries its own

@@ -1,0 +1,77 @@
+"""The NVFlare simulator as a transport of the run supervisor: the run's exchange files, the simulator's process."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fltest.backends.nvflare.exchange import RunFiles
+from fltest.backends.nvflare.simulator import SimulatorProcess
+from fltest.backends.supervision import Done, Event, Failed, Ready, Round
+from fltest.errors import RunFailed
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in
+
+
+class SimulatorTransport:
+    """Reads the rounds, the clients' readiness and failures the simulator's processes write; stops the simulator."""
+
+    name = "the NVFlare simulator"
+
+    def __init__(self, files: RunFiles, sim: SimulatorProcess, clients: int, rounds: int) -> None:
+        """Follow the simulator ``sim`` (started) through ``files``, for ``clients`` clients and ``rounds`` rounds."""
+        self.files = files
+        self.sim = sim
+        self.clients = clients
+        self.rounds = rounds
+        self._next_round = 1
+        self._ready = False
+        self._started = time.monotonic()
+
+    def events(self, wait_s: float) -> list[Event]:
+        """Readiness (every client has its shard), new rounds, the first failure, the end after the last round."""
+        found = self._read()
+        if not found:
+            time.sleep(wait_s)
+            found = self._read()
+        return found
+
+    def _read(self) -> list[Event]:
+        found: list[Event] = []
+        if not self._ready and self.files.ready_clients() == self.clients:
+            self._ready = True
+            log.info("nvflare: %d clients up after %.1f s", self.clients, time.monotonic() - self._started)
+            found.append(Ready())
+        while self._next_round <= self.rounds and (result := self.files.read_round(self._next_round)) is not None:
+            found.append(Round(result))
+            self._next_round += 1
+        failures = self.files.failures()
+        if failures:
+            found.append(Failed(failures[0]))
+        elif self._next_round > self.rounds:
+            found.append(Done())
+        return found
+
+    def ended(self) -> str | None:
+        """``exited with code N`` once the simulator has exited (before the last round)."""
+        code = self.sim.poll()
+        return None if code is None else f"exited with code {code}"
+
+    def detail(self) -> str:
+        """The last error of the simulator's log, and where the log is."""
+        error = self.sim.last_error()
+        return f"last error in its log {self.sim.log_path}: {error}" if error else f"log: {self.sim.log_path}"
+
+    def stop(self) -> None:
+        """Stop the simulator and every process it started."""
+        self.sim.stop()
+
+    def close(self) -> None:
+        """Wait for the simulator to exit after the last round; a non-zero exit fails the run."""
+        code = self.sim.wait(SHUTDOWN_S)
+        if code is None:
+            log.warning("nvflare: the simulator did not exit %g s after the last round; stopping it", SHUTDOWN_S)
+        elif code != 0:
+            raise RunFailed(f"{self.name} exited with code {code} after round {self.rounds} of {self.rounds} ({self.detail()})")
