@@ -24,6 +24,7 @@ from deploy.flower_emulation.federation import (
 from deploy.flower_emulation.run_in_namespace import host_paths, operator_command
 from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.node.superlink_flwr import CA_MOUNT, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
+from fltest.config import load_config
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FLTestError
 from tests.conftest import base_config
@@ -98,25 +99,36 @@ def _deployment_config(tmp_path: Path, ca: str) -> Path:
 
 
 def test_the_operator_container_sees_the_config_and_the_ca_read_only_and_writes_results_only(tmp_path):
-    (tmp_path / "ca.crt").write_text("not read here")
-    path = _deployment_config(tmp_path, "ca.crt")
-    config = ExperimentConfig.model_validate(yaml.safe_load(path.read_text()))
-    mounts = host_paths(config, path, tmp_path)
-    assert mounts == [path, tmp_path / "ca.crt"]
-    command, _ = operator_command(FlowerFederation(generated_dir=tmp_path), path, tmp_path / "results", mounts, tmp_path)
+    path = _deployment_config(tmp_path, "ca.crt")  # relative: beside the config, as fltest reads it on the host
+    (path.parent / "ca.crt").write_text("not read here")
+    mounts = host_paths(load_config(path), path, "/tmp")
+    assert mounts == {path: path, path.parent / "ca.crt": path.parent / "ca.crt"}
+    command, _ = operator_command(FlowerFederation(generated_dir=tmp_path), "op-1", path, tmp_path / "results", mounts, tmp_path)
     run = command[command.index("run"):]
     volumes = [run[i + 1] for i, arg in enumerate(run) if arg == "--volume"]
-    assert volumes == [f"{path}:{path}:ro", f"{tmp_path}/ca.crt:{tmp_path}/ca.crt:ro", f"{tmp_path}/results:{tmp_path}/results"]
+    assert volumes == [f"{path}:{path}:ro", f"{path.parent}/ca.crt:{path.parent}/ca.crt:ro", f"{tmp_path}/results:{tmp_path}/results"]
     assert run[run.index("--workdir") + 1] == str(tmp_path) and run[run.index("--user") + 1].count(":") == 1
+    assert run[run.index("--name") + 1] == "op-1"
     assert run[run.index(OPERATOR_SERVICE) + 1:] == ["fltest", "run", str(path), "--results-dir", f"{tmp_path}/results"]
+
+
+def test_a_ca_under_the_users_home_is_mounted_where_fltest_in_the_container_reads_it(tmp_path, monkeypatch):
+    """``~`` is the home of whoever reads the config: the host user's for the check, the container's for the run."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ca = tmp_path / "home" / ".fltest" / "lab" / "ca.crt"
+    ca.parent.mkdir(parents=True)
+    ca.write_text("not read here")
+    path = _deployment_config(tmp_path, "~/.fltest/lab/ca.crt")
+    assert host_paths(load_config(path), path, "/tmp") == {path: path, ca: Path("/tmp/.fltest/lab/ca.crt")}
 
 
 @pytest.mark.parametrize("names", [{"model": {"module": "my_model"}}, {"hooks": "my_hooks"}], ids=["model-module", "hooks"])
 def test_a_config_naming_a_user_module_brings_its_folder_read_only(tmp_path, names):
     (tmp_path / "ca.crt").write_text("not read here")
-    path = _deployment_config(tmp_path, "ca.crt")
+    path = _deployment_config(tmp_path, str(tmp_path / "ca.crt"))
     config = ExperimentConfig.model_validate({**yaml.safe_load(path.read_text()), **names})
-    assert host_paths(config, path, tmp_path) == [path, path.parent, tmp_path / "ca.crt"]  # where fltest imports the module
+    expected = {path: path, path.parent: path.parent, tmp_path / "ca.crt": tmp_path / "ca.crt"}
+    assert host_paths(config, path, "/tmp") == expected  # where fltest imports the module
 
 
 def test_a_missing_ca_file_is_one_line_and_exit_2_before_any_container(tmp_path):
@@ -125,7 +137,7 @@ def test_a_missing_ca_file_is_one_line_and_exit_2_before_any_container(tmp_path)
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"fltest-flower: error: {path}: runs.flower.options.root_certificates: {tmp_path}/missing.crt: no such file"
+        f"fltest-flower: error: {path}: runs.flower.options.root_certificates: {path.parent}/missing.crt: no such file"
     ]
     assert not (tmp_path / "missing.crt").exists() and not (tmp_path / "results").exists()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from deploy.compose import COMPOSE_DIR
 from deploy.engine import docker_client
+from deploy.ray_emulation.project import HEAD_SERVICE
 from fltest.command_line import run_command
 from fltest.errors import InputError
 
@@ -114,12 +115,30 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _down(args: argparse.Namespace) -> int:
-    from deploy.ray_emulation.run_in_head import rescue_staged_results
+def _stop_and_rescue(client, project, results_dir: Path) -> None:
+    """Stop the experiment going on in the head (as Ctrl-C), then bring every staged run's results to ``results_dir``."""
+    from deploy.ray_emulation.run_in_head import describe_run, remove_staged, rescue_staged_results, stop_runs_in
 
-    client, project = docker_client(), _project(args)
-    for folder in rescue_staged_results(project.containers(client, include_stopped=True), Path(args.results_dir)):
+    heads = project.containers(client, HEAD_SERVICE)
+    for run in stop_runs_in(heads[0]) if heads else []:
+        print(f"{heads[0].name}: {describe_run(run)}: {run['outcome']}")
+    rescued = rescue_staged_results(project.containers(client, include_stopped=True), results_dir)
+    for folder in rescued:
         print(f"results of a run cut short, kept from the work volume: {folder}")
+    if heads:
+        remove_staged(heads[0], [folder.name for folder in rescued])
+
+
+def _stop(args: argparse.Namespace) -> int:
+    client, project = docker_client(), _project(args)
+    project.head(client)  # one line if there is no running head
+    _stop_and_rescue(client, project, Path(args.results_dir))
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    client, project = docker_client(), _project(args)
+    _stop_and_rescue(client, project, Path(args.results_dir))
     project.remove(client)
     print(f"project {project.name}: removed")
     return 0
@@ -165,7 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--file", action="append", help="a Ray log file to show instead of raylet/gcs_server (repeatable)")
     logs.set_defaults(handler=_logs)
 
-    down = sub.add_parser("down", help="remove every container, network and volume of the kit")
+    stop = sub.add_parser("stop", help="stop the experiment running in the head (as Ctrl-C) and bring its results back")
+    stop.add_argument("--results-dir", default="results",
+                      help="host folder for the results of runs cut short, as <run id>/<experiment> (default: results)")
+    stop.set_defaults(handler=_stop)
+
+    down = sub.add_parser("down", help="stop a run still going on, then remove every container, network and volume of the kit")
     down.add_argument("--results-dir", default="results",
                       help="host folder for results a run cut short left in the work volume (default: results)")
     down.set_defaults(handler=_down)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from deploy.compose import COMPOSE_DIR
 from deploy.engine import docker_client
-from deploy.flower_emulation.federation import FlowerFederation, supernode_name
+from deploy.flower_emulation.federation import SUPERLINK_SERVICE, FlowerFederation, supernode_name
 from fltest.command_line import run_command
-from fltest.errors import FLTestError
+from fltest.errors import FLTestError, RunFailed
 
 
 def _federation(args: argparse.Namespace) -> FlowerFederation:
@@ -103,10 +103,36 @@ def _run(args: argparse.Namespace) -> int:
     return run_in_namespace(_federation(args), Path(args.config), Path(args.results_dir) if args.results_dir else None)
 
 
-def _down(args: argparse.Namespace) -> int:
+def _stop_runs(federation: FlowerFederation) -> None:
+    """Stop the experiments running next to the SuperLink (as Ctrl-C), then every Flower run still unfinished on it."""
+    from deploy.flower_emulation.runs import (
+        describe_operator,
+        running_operators,
+        stop_flower_runs,
+        stop_operator,
+        unfinished_flower_runs,
+    )
 
+    for container in running_operators(federation):
+        print(f"{describe_operator(container)}: {stop_operator(container)}")
+    if not federation.containers(federation.docker(), SUPERLINK_SERVICE):
+        return  # no SuperLink runs: no Flower run goes on
+    try:
+        for run_id in stop_flower_runs(federation, unfinished_flower_runs(federation)):
+            print(f"Flower run {run_id}: stopped (flwr stop)")
+    except RunFailed as exc:  # a SuperLink that does not answer: down goes on and removes it
+        print(f"Flower runs not stopped: {exc}")
+
+
+def _stop(args: argparse.Namespace) -> int:
+    _stop_runs(_federation(args))
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
     federation = _federation(args)
-    federation.remove(docker_client())
+    _stop_runs(federation)
+    federation.remove(federation.docker())
     print(f"project {federation.name}: removed (keys and partitions kept)")
     return 0
 
@@ -136,7 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config")
     run.add_argument("--results-dir", help="default: the config's output.dir")
     run.set_defaults(handler=_run)
-    sub.add_parser("down", help="remove the containers, network and volumes").set_defaults(handler=_down)
+    sub.add_parser("stop", help="stop the experiment running next to the SuperLink (as Ctrl-C) and every unfinished Flower run"
+                   ).set_defaults(handler=_stop)  # fmt: skip
+    sub.add_parser("down", help="stop what runs, then remove the containers, network and volumes").set_defaults(handler=_down)
     return parser
 
 

@@ -4,46 +4,65 @@ The SuperLink's Control API listens on 127.0.0.1 of its own namespace only, so t
 ``fltest run`` runs there, in the compose service ``operator`` (hardened as every container of
 the project). It sees the host's files it needs at their own absolute paths: the config file
 (its folder too if it names hooks or a model module), a disk data set and each deployment run's CA file
-read-only, the results folder writable. It runs as the invoking user, in the invoking folder, so relative paths mean what
+(where fltest there resolves the config's path to it) read-only, the results folder writable. It runs as the invoking user, in the invoking folder, so relative paths mean what
 they mean on the host and the results belong to that user: nothing is left behind root-owned.
+
+Ctrl-C or SIGTERM on ``fltest-flower run`` stops the run where it runs: SIGINT to the operator
+container, whose fltest stops its Flower run on the SuperLink and records the rounds so far
+(:mod:`deploy.flower_emulation.runs`); compose runs in a session of its own, so the terminal's
+Ctrl-C reaches only this process, which does the stopping.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
+import yaml
+
 from deploy.flower_emulation.federation import OPERATOR_SERVICE, FlowerFederation
+from deploy.flower_emulation.runs import flower_runs_of, refuse_if_running, stop_flower_runs, stop_operator
+from fltest.config.loader import config_path as resolve_config_path
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 
+COMPOSE_END_WAIT_S = 15.0  # for compose to end (and remove its one-off container) once the container stopped
 
-def host_paths(config: ExperimentConfig, config_path: Path, cwd: Path) -> list[Path]:
-    """The host files and folders ``fltest run`` reads for ``config`` (absolute; mounted read-only).
 
-    A deployment run's CA file that does not exist is refused (one line naming the field).
+def host_paths(config: ExperimentConfig, config_path: Path, home: str) -> dict[Path, Path]:
+    """The host files and folders ``fltest run`` reads for ``config``, each at the path fltest in the container reads it.
+
+    Mounted read-only. A deployment run's CA file is mounted where fltest in the operator container
+    resolves the config's ``root_certificates``: ``~`` is ``home``, the container's home. A CA file
+    that does not exist is refused (one line naming the field).
     """
-    paths = [config_path.resolve()]  # the file, not its folder: a key or CA folder beside it stays out of sight
+    paths = {config_path.resolve(): config_path.resolve()}  # the file, not its folder: a key or CA folder beside it stays out of sight
     if config.hooks or config.model.module:  # imported from beside the config (and copied into the Flower App)
-        paths.append(config_path.resolve().parent)
+        paths[config_path.resolve().parent] = config_path.resolve().parent
     if config.dataset.path is not None:
-        paths.append(Path(config.dataset.path).resolve())
+        paths[Path(config.dataset.path).resolve()] = Path(config.dataset.path).resolve()
+    written = {run["name"]: run for run in yaml.safe_load(config_path.read_text())["runs"]}
     for run in config.runs:
         if isinstance(run, FlwrDeploymentRun):
-            path = (cwd / run.options.root_certificates.expanduser()).resolve()
+            path = run.options.root_certificates.resolve()  # the loader made it absolute, as on this host
             if not path.is_file():  # else Docker would create a root-owned folder there
                 raise InputError(f"{config_path}: runs.{run.name}.options.root_certificates: {path}: no such file")
-            paths.append(path)
+            as_written = Path(written[run.name]["options"]["root_certificates"])
+            paths[path] = resolve_config_path(as_written, config_path.resolve().parent, Path(home))
     return paths
 
 
-def operator_command(federation: FlowerFederation, config_path: Path, results_dir: Path, mounts: list[Path],
+def operator_command(federation: FlowerFederation, name: str, config_path: Path, results_dir: Path, mounts: dict[Path, Path],
                      cwd: Path) -> tuple[list[str], dict[str, str]]:  # fmt: skip
-    """The ``compose run`` command of ``fltest run`` in the operator container, and its environment."""
-    volumes = [arg for path in dict.fromkeys(mounts) for arg in ("--volume", f"{path}:{path}:ro")]
-    args = ["run", "--rm", "--no-deps", "-T", "--user", f"{os.getuid()}:{os.getgid()}", "--workdir", str(cwd),
+    """The ``compose run`` command of ``fltest run`` in the operator container ``name``, and its environment.
+
+    ``mounts``: host path -> the path it is mounted at, read-only.
+    """
+    volumes = [arg for host, target in mounts.items() for arg in ("--volume", f"{host}:{target}:ro")]
+    args = ["run", "--rm", "--no-deps", "-T", "--name", name, "--user", f"{os.getuid()}:{os.getgid()}", "--workdir", str(cwd),
             *volumes, "--volume", f"{results_dir}:{results_dir}", OPERATOR_SERVICE,
             "fltest", "run", str(config_path.resolve()), "--results-dir", str(results_dir)]  # fmt: skip
     return federation.compose_command(*args)
@@ -53,7 +72,7 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
     """Run ``fltest run <config_path>`` next to the SuperLink; its exit code (its output goes to ours).
 
     ``results_dir`` defaults to the config's ``output.dir``; it is created here, as the invoking
-    user, before the container mounts it.
+    user, before the container mounts it. An experiment still running there refuses this one.
     """
     from fltest.validate import check_config
 
@@ -61,8 +80,41 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
     if cwd == Path("/"):
         raise InputError("fltest-flower run: run it from a folder other than / (relative paths are taken against it)")
     config = check_config(config_path)  # bad input (the data too) fails here, before any container
-    mounts = host_paths(config, config_path, cwd)
+    mounts = host_paths(config, config_path, federation.hardening()["environment"]["HOME"])
     results = (cwd / (results_dir or Path(config.output.dir)).expanduser()).resolve()
+    refuse_if_running(federation)
     results.mkdir(parents=True, exist_ok=True)
-    command, env = operator_command(federation, config_path, results, mounts, cwd)
-    return subprocess.run(command, cwd=federation.directory, env=env).returncode
+    name = f"{federation.name}-{OPERATOR_SERVICE}-{time.strftime('%Y%m%d-%H%M%S')}"
+    command, env = operator_command(federation, name, config_path, results, mounts, cwd)
+    compose = subprocess.Popen(command, cwd=federation.directory, env=env, start_new_session=True)
+    try:
+        return compose.wait()
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM here: stop the run where it runs
+        container = _container_of(federation, name, compose)
+        outcome = stop_operator(container) if container is not None else "had ended"
+        try:
+            compose.wait(COMPOSE_END_WAIT_S)
+        except subprocess.TimeoutExpired:
+            compose.kill()
+        left = stop_flower_runs(federation, flower_runs_of(config, results))
+        runs = f"; Flower runs {', '.join(map(str, left))} left running, stopped with flwr stop" if left else ""
+        interrupt.stopped = f"fltest run in {name} {outcome}{runs}; its rounds so far and summary: {results / config.name}"
+        raise
+
+
+def _container_of(federation: FlowerFederation, name: str, compose: subprocess.Popen):
+    """The container ``name`` that ``compose`` runs; ``None`` once compose has ended without one.
+
+    A stop signal may come while compose still creates the container: it is waited for (compose, in a
+    session of its own, goes on creating and starting it), up to :data:`COMPOSE_END_WAIT_S`.
+    """
+    import docker.errors
+
+    deadline = time.monotonic() + COMPOSE_END_WAIT_S
+    while True:
+        try:
+            return federation.docker().containers.get(name)
+        except docker.errors.NotFound:
+            if compose.poll() is not None or time.monotonic() > deadline:
+                return None
+            time.sleep(0.2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import yaml
 from deploy.compose import COMPOSE_DIR, SERVICE_LABEL, compose_cli, dotenv_value
 from deploy.kit import KIT_FILE, env_file_values
 from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation
-from deploy.ray_emulation.run_in_head import run_in_head
+from deploy.ray_emulation.run_in_head import run_in_head, runs_in
 from deploy.images import IMAGE
 from deploy.ray_emulation.readiness import live_ray_nodes, wait_until_ready
 from deploy.pki.ray_token import ensure_ray_token
@@ -453,6 +454,95 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     # heartbeats, and a run started on it hung at round 0 (the next test, with a quiet host).
     serving = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
     assert len(killed_node) == 1 and len(serving) == 1 and serving != killed_node, (killed_node, serving)
+
+
+def _deploy_run_as_a_user(tmp_path: Path, env: dict[str, str], config: Path, stderr_path: Path) -> subprocess.Popen:
+    """``fltest-deploy run <config>`` from ``tmp_path`` with a relative config and the default results folder, in a
+    session of its own, SIGINT handled as in a terminal."""
+    with stderr_path.open("w") as stderr:
+        return subprocess.Popen([sys.executable, "-m", "deploy", "run", str(config.relative_to(tmp_path))], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+
+
+def _ray_cpus_free(head) -> tuple[float, float]:
+    """The cluster's available and total CPUs, asked by a driver in the head."""
+    probe = ("import ray; ray.init(address='ray-head:6379', logging_level='ERROR'); "
+             "print(ray.available_resources().get('CPU', 0), ray.cluster_resources().get('CPU', 0))")  # fmt: skip
+    result = head.exec_run(["python", "-c", probe])
+    free, total = result.output.decode().strip().splitlines()[-1].split()
+    return float(free), float(total)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_stopping_fltest_deploy_run_stops_the_run_in_the_head_and_brings_its_rounds_back(emulation, docker_client, tmp_path,
+                                                                                          tier_report, how):  # fmt: skip
+    """Ctrl-C (SIGINT to the command's process group) or SIGTERM (to it alone) at round 2 of 300: the fltest run in the
+    head stops within the bound, its rounds and an ``interrupted`` summary reach the host, nothing of it runs on."""
+    name, signal_name = f"stop{how.replace('-', '')}", "SIGINT" if how == "ctrl-c" else "SIGTERM"
+    config = _experiment(tmp_path / "experiment", name, rounds=300)
+    stderr_path = tmp_path / "stderr.txt"
+    run = _deploy_run_as_a_user(tmp_path, _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"]), config, stderr_path)
+    head = emulation.head(docker_client)
+    try:
+        _wait_for_round(head, name, 2, _process_state(run, stderr_path))
+        if how == "ctrl-c":
+            os.killpg(run.pid, signal.SIGINT)
+        else:
+            run.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        run.wait(timeout=120)
+        stopped_after = time.monotonic() - signalled
+    finally:
+        if run.poll() is None:
+            run.kill()
+    tier_report(f"fltest-deploy run stopped by {signal_name} at round 2: exit {run.returncode} after {stopped_after:.1f} s")
+    lines = stderr_path.read_text().strip().splitlines()
+    assert run.returncode == 130, lines[-20:]
+    assert re.fullmatch(rf"fltest-deploy: interrupted \({signal_name}\): fltest run in {re.escape(head.name)} \(runs/{name}-\d{{8}}-\d{{6}}\)"
+                        rf" stopped; its rounds so far and summary: results/{name}", lines[-1]), lines[-20:]  # fmt: skip
+    summary = json.loads((tmp_path / "results" / name / "flower" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
+    assert len((tmp_path / "results" / name / "flower" / "metrics.jsonl").read_text().splitlines()) == summary["rounds_completed"] + 1
+    assert stopped_after < 45  # the issue's 30 s, with room for a loaded host
+    assert runs_in(head) == []  # no fltest run left in the head
+    assert head.exec_run(["ls", "/var/lib/fltest/work/runs"]).output.decode().split() == []  # nor its staged folder
+    deadline = time.monotonic() + 30  # the driver's actors end with it: every CPU free again
+    while (cpus := _ray_cpus_free(head))[0] != cpus[1] and time.monotonic() < deadline:
+        time.sleep(2)
+    assert cpus[0] == cpus[1] == 3.0, cpus
+
+
+def test_a_run_left_by_a_killed_fltest_deploy_is_refused_by_the_next_and_stop_brings_its_results_back(emulation, docker_client,
+                                                                                                       tmp_path):  # fmt: skip
+    """``fltest-deploy run`` killed outright (SIGKILL): its run goes on in the head; the next ``run`` refuses in one line
+    naming it and how to stop it; ``fltest-deploy stop`` stops it (as Ctrl-C) and brings its results back."""
+    config = _experiment(tmp_path / "experiment", "orphan", rounds=300)
+    env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
+    stderr_path = tmp_path / "stderr.txt"
+    run = _deploy_run_as_a_user(tmp_path, env, config, stderr_path)
+    head = emulation.head(docker_client)
+    _wait_for_round(head, "orphan", 2, _process_state(run, stderr_path))
+    run.kill()
+    run.wait()
+    (left,) = runs_in(head)
+    refused = subprocess.run([sys.executable, "-m", "deploy", "run", "experiment/experiment.yaml"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert refused.returncode == 1
+    assert re.fullmatch(rf"fltest-deploy: error: {re.escape(head.name)} still runs an experiment: fltest run of runs/orphan-\d{{8}}-\d{{6}}"
+                        rf" \(pid {left['pid']}, since \d\d:\d\d:\d\d\); stop it and bring its results back with: fltest-deploy stop",
+                        refused.stderr.strip()), refused.stderr  # fmt: skip
+    stop = _fltest_deploy(env, "stop", "--results-dir", str(tmp_path / "rescued"), timeout=180)
+    assert stop.returncode == 0, stop.stderr
+    rescued = tmp_path / "rescued" / left["run_id"]
+    assert stop.stdout.splitlines() == [
+        f"{head.name}: fltest run of runs/{left['run_id']} (pid {left['pid']}, since "
+        f"{time.strftime('%H:%M:%S', time.localtime(left['started']))}): stopped",
+        f"results of a run cut short, kept from the work volume: {rescued}",
+    ]
+    summary = json.loads((rescued / "orphan" / "flower" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds_completed"] >= 2, summary
+    assert runs_in(head) == [] and head.exec_run(["ls", "/var/lib/fltest/work/runs"]).output.decode().split() == []
 
 
 def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_keeps_them(emulation, docker_client, tmp_path, tier_report):

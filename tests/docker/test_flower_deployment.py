@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from deploy.flower_emulation.federation import FlowerFederation, supernode_name
 from deploy.images import IMAGE
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
+from fltest.backends.flwr_deployment.connection import CONNECTION
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError, RunFailed
 from fltest.params import load_params
@@ -340,6 +342,73 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
     )
     assert re.fullmatch(expected, _failure_line(stderr))
     assert elapsed < bound
+
+
+def _flower_run_as_a_user(federation, path: Path, results: Path) -> subprocess.Popen:
+    """``fltest-flower run`` in a session of its own from the config's folder, SIGINT handled as in a terminal."""
+    command = [sys.executable, "-m", "deploy.commands.fltest_flower", "run", path.name, "--results-dir", str(results)]
+    return subprocess.Popen(command, cwd=path.parent, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+
+
+def _flower_run_status(federation, run_id: int) -> str:
+    return federation.flwr("ls", CONNECTION, "--run-id", str(run_id))["runs"][0]["status"]
+
+
+def test_ctrl_c_on_fltest_flower_run_stops_the_flower_run_and_keeps_its_rounds(federation, docker_client, tier_report):
+    """Ctrl-C (SIGINT to the command's process group: compose too, before) at round 2 of 300: the operator container and
+    the Flower run on the SuperLink stop within the bound, the rounds and an ``interrupted`` summary are on the host."""
+    federation, config, root = federation
+    results = root / "results-ctrlc"
+    process = _flower_run_as_a_user(federation, _cli_config(config, root, "ctrlc", rounds=300), results)
+    metrics = results / config.name / "flower" / "metrics.jsonl"
+    try:
+        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 3, RUN_TIMEOUT_S, "round 2")
+        os.killpg(process.pid, signal.SIGINT)
+        signalled = time.monotonic()
+        _, stderr = process.communicate(timeout=120)
+        stopped_after = time.monotonic() - signalled
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _remove_operator_runs(federation, docker_client)
+    tier_report(f"flower: fltest-flower run stopped by Ctrl-C at round 2: exit {process.returncode} after {stopped_after:.1f} s")
+    lines = stderr.strip().splitlines()
+    assert process.returncode == 130, lines[-20:]
+    assert re.fullmatch(rf"fltest-flower: interrupted \(SIGINT\): fltest run in {PROJECT}-operator-\d{{8}}-\d{{6}} stopped;"
+                        rf" its rounds so far and summary: {re.escape(str(results / config.name))}", lines[-1]), lines[-20:]  # fmt: skip
+    summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
+    assert _flower_run_status(federation, summary["flower_run_id"]) == "finished:stopped"
+    assert stopped_after < 45  # the issue's 30 s, with room for a loaded host
+    assert federation.containers(docker_client, "operator", include_stopped=True) == []
+
+
+def test_a_run_left_by_a_killed_fltest_flower_is_refused_by_the_next_and_stop_ends_it(federation, docker_client):
+    """``fltest-flower run`` killed outright: its operator goes on; the next run refuses in one line naming it and how to
+    stop it; ``fltest-flower stop`` stops it (its Flower run too) and keeps its rounds."""
+    federation, config, root = federation
+    results = root / "results-orphan"
+    path = _cli_config(config, root, "orphan", rounds=300)
+    process = _flower_run_as_a_user(federation, path, results)
+    metrics = results / config.name / "flower" / "metrics.jsonl"
+    try:
+        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 3, RUN_TIMEOUT_S, "round 2")
+        process.kill()
+        process.communicate()
+        (operator,) = federation.containers(docker_client, "operator")
+        refused = _flower_cli(federation, "run", str(path), "--results-dir", str(root / "results-refused"))
+        stop = _flower_cli(federation, "stop")
+    finally:
+        _remove_operator_runs(federation, docker_client)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (f"fltest-flower: error: an experiment still runs next to the SuperLink: container {operator.name}"
+                                      f" (fltest run {path} --results-dir {results}); stop it with: fltest-flower stop")  # fmt: skip
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.splitlines()[0] == f"container {operator.name} (fltest run {path} --results-dir {results}): stopped"
+    summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds_completed"] >= 2, summary
+    assert _flower_run_status(federation, summary["flower_run_id"]) == "finished:stopped"
 
 
 def _status(federation) -> dict[int, str]:

@@ -1,0 +1,102 @@
+"""The runs of the Flower emulation: the operator's one-off containers, the Flower runs on the SuperLink, and stopping them.
+
+``fltest-flower run`` runs ``fltest run`` in a one-off ``operator`` container of the SuperLink's
+namespace. One experiment at a time: an operator container still running (its host command was
+killed outright) refuses the next run, naming it. Stopping it is SIGINT to the container, whose
+init hands it to fltest, which stops its Flower run on the SuperLink (``flwr stop``), records the
+rounds so far with a summary saying ``interrupted`` and exits 130. A Flower run left unfinished
+after that (an operator killed outright) is stopped with ``flwr stop`` in the SuperLink's container.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deploy.flower_emulation.federation import OPERATOR_SERVICE, FlowerFederation
+from deploy.node.runs import STOP_TIMEOUT_S
+from fltest.backends.flwr_deployment.connection import CONNECTION
+from fltest.config.runs import FlwrDeploymentRun
+from fltest.config.schema import ExperimentConfig
+from fltest.errors import FLTestError, RunFailed
+
+FINISHED = "finished"  # a Flower run's status once it ended: finished:completed, finished:stopped, finished:failed
+
+
+def running_operators(federation: FlowerFederation) -> list:
+    """The operator containers of the project that still run, oldest first."""
+    return federation.containers(federation.docker(), OPERATOR_SERVICE)
+
+
+def describe_operator(container) -> str:
+    """An operator container as error lines name it: its name and its command."""
+    return f"container {container.name} ({' '.join(container.attrs['Config']['Cmd'] or [])})"
+
+
+def refuse_if_running(federation: FlowerFederation) -> None:
+    """One line naming the operator container still running, and how to stop it; nothing if none is."""
+    going_on = running_operators(federation)
+    if going_on:
+        raise FLTestError(f"an experiment still runs next to the SuperLink: {describe_operator(going_on[0])}; "
+                          "stop it with: fltest-flower stop")  # fmt: skip
+
+
+def stop_operator(container, timeout_s: float = STOP_TIMEOUT_S) -> str:
+    """SIGINT ``container`` (fltest in it stops its run, as on Ctrl-C); kill it after ``timeout_s``; ``stopped`` or ``killed``."""
+    import docker.errors
+    from requests.exceptions import RequestException
+
+    try:
+        container.kill(signal="SIGINT")
+        container.wait(timeout=timeout_s)
+        outcome = "stopped"
+    except docker.errors.NotFound:
+        return "stopped"
+    except (docker.errors.APIError, RequestException):  # still running after timeout_s (or it went meanwhile)
+        outcome = "killed"
+        try:
+            container.kill()
+        except docker.errors.APIError:
+            pass
+    try:
+        container.remove(force=True)  # compose run --rm removes it too, when its own process is still there
+    except docker.errors.APIError:
+        pass
+    return outcome
+
+
+def flower_run_status(federation: FlowerFederation, run_id: int) -> str:
+    """Flower run ``run_id``'s status on the SuperLink (``running``, ``finished:stopped``, ...)."""
+    runs = federation.flwr("ls", CONNECTION, "--run-id", str(run_id))["runs"]
+    return str(runs[0].get("status", "unknown")) if runs else "unknown"
+
+
+def unfinished_flower_runs(federation: FlowerFederation) -> list[int]:
+    """The Flower runs on the SuperLink that have not finished (pending, starting, running)."""
+    runs = federation.flwr("ls", CONNECTION)["runs"]
+    return [int(run["run-id"]) for run in runs if not str(run.get("status", "")).startswith(FINISHED)]
+
+
+def stop_flower_runs(federation: FlowerFederation, run_ids: list[int]) -> list[int]:
+    """``flwr stop`` each of ``run_ids`` still unfinished on the SuperLink; returns those it stopped."""
+    stopped = []
+    for run_id in run_ids:
+        if not flower_run_status(federation, run_id).startswith(FINISHED):
+            try:
+                federation.flwr("stop", str(run_id), CONNECTION)
+            except RunFailed:  # it finished meanwhile
+                continue
+            stopped.append(run_id)
+    return stopped
+
+
+def flower_runs_of(config: ExperimentConfig, results: Path) -> list[int]:
+    """The Flower run ids an experiment's deployment runs submitted, as their summaries in ``results`` record them."""
+    run_ids = []
+    for run in config.runs:
+        summary = results / config.name / run.name / "summary.json"
+        if isinstance(run, FlwrDeploymentRun) and summary.is_file():
+            run_id = json.loads(summary.read_text()).get("flower_run_id")
+            if run_id is not None:
+                run_ids.append(int(run_id))
+    return run_ids
