@@ -19,7 +19,7 @@ from flwr.simulation import run_simulation
 
 from fltest.backends.flwr.server_loop import serve_rounds
 from fltest.backends.flwr.stoppable_grid import RunStopped, StoppableGrid
-from fltest.backends.supervision import Done, Event, Failed, Ready, Round
+from fltest.backends.supervision import Done, Event, Failed, Ready, Round, drain
 from fltest.config.schema import ExperimentConfig
 from fltest.params import Params
 from fltest.rounds import RoundResult
@@ -98,13 +98,7 @@ class SimulationTransport:
 
     def events(self, wait_s: float) -> list[Event]:
         """What the ServerApp reported since the last call."""
-        try:
-            found = [self._events.get(timeout=wait_s)]
-        except queue.Empty:
-            return []
-        while not self._events.empty():
-            found.append(self._events.get_nowait())
-        return found
+        return drain(self._events, wait_s)
 
     def ended(self) -> str | None:
         """How the simulation ended without its ServerApp reporting an end (the error ``run_simulation`` raised)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_cli, flwr_env, flwr_json
-from fltest.backends.supervision import Event, Failed
+from fltest.backends.supervision import Event, Failed, drain
 from fltest.errors import RunFailed
 
 log = logging.getLogger(__name__)
@@ -45,13 +45,7 @@ class FlowerRunTransport:
 
     def events(self, wait_s: float) -> list[Event]:
         """The lines of FLTest's ServerApp since the last call, as events."""
-        try:
-            found = [self._events.get(timeout=wait_s)]
-        except queue.Empty:
-            return []
-        while not self._events.empty():
-            found.append(self._events.get_nowait())
-        return found
+        return drain(self._events, wait_s)
 
     def ended(self) -> str | None:
         """Once the log stream has ended with no end reported: the run's status (``ended (finished:failed)``)."""

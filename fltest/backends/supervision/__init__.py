@@ -6,6 +6,6 @@ enforces the deadlines and, on any failure or stop signal, stops the run where i
 """
 
 from fltest.backends.supervision.deadlines import Deadlines
-from fltest.backends.supervision.follow import Done, Event, Failed, Ready, Round, Transport, follow_run
+from fltest.backends.supervision.follow import Done, Event, Failed, Ready, Round, Transport, drain, follow_run
 
-__all__ = ["Deadlines", "Done", "Event", "Failed", "Ready", "Round", "Transport", "follow_run"]
+__all__ = ["Deadlines", "Done", "Event", "Failed", "Ready", "Round", "Transport", "drain", "follow_run"]

@@ -9,6 +9,7 @@ the run where it runs on any way out but its end: a failure, a bug, Ctrl-C or SI
 
 from __future__ import annotations
 
+import queue
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -68,6 +69,18 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """After :class:`Done`: let the framework end; raise :class:`RunFailed` if it ends badly."""
+
+
+def drain(events: queue.Queue[Event], wait_s: float) -> list[Event]:
+    """Every event in ``events``, waiting up to ``wait_s`` for the first: a transport's :meth:`Transport.events`
+    when a thread of its own fills a queue."""
+    try:
+        found = [events.get(timeout=wait_s)]
+    except queue.Empty:
+        return []
+    while not events.empty():
+        found.append(events.get_nowait())
+    return found
 
 
 def follow_run(transport: Transport, progress: RunProgress, rounds: int, deadlines: Deadlines) -> dict[str, Any]:
