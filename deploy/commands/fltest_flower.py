@@ -103,25 +103,32 @@ def _run(args: argparse.Namespace) -> int:
     return run_in_namespace(_federation(args), Path(args.config), Path(args.results_dir) if args.results_dir else None)
 
 
-def _stop_runs(federation: FlowerFederation) -> None:
-    """Stop the experiments running next to the SuperLink (as Ctrl-C), then every Flower run still unfinished on it."""
+def _stop_runs(federation: FlowerFederation, restart: bool = True) -> None:
+    """Stop the experiments running next to the SuperLink (as Ctrl-C), then every Flower run still unfinished on it;
+    with ``restart``, restart the SuperNodes after a stop (see :func:`deploy.flower_emulation.runs.restart_supernodes`)."""
     from deploy.flower_emulation.runs import (
         describe_operator,
+        restart_supernodes,
         running_operators,
         stop_flower_runs,
         stop_operator,
         unfinished_flower_runs,
     )
 
-    for container in running_operators(federation):
+    operators = running_operators(federation)
+    for container in operators:
         print(f"{describe_operator(container)}: {stop_operator(container)}")
     if not federation.containers(federation.docker(), SUPERLINK_SERVICE):
         return  # no SuperLink runs: no Flower run goes on
     try:
-        for run_id in stop_flower_runs(federation, unfinished_flower_runs(federation)):
-            print(f"Flower run {run_id}: stopped (flwr stop)")
+        stopped = stop_flower_runs(federation, unfinished_flower_runs(federation))
     except RunFailed as exc:  # a SuperLink that does not answer: down goes on and removes it
         print(f"Flower runs not stopped: {exc}")
+        return
+    for run_id in stopped:
+        print(f"Flower run {run_id}: stopped (flwr stop)")
+    if restart and (operators or stopped):  # a SuperNode receiving as its run stopped answers one message late from then on
+        print(f"SuperNodes restarted and online again: {', '.join(restart_supernodes(federation))}")
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -131,7 +138,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     federation = _federation(args)
-    _stop_runs(federation)
+    _stop_runs(federation, restart=False)  # they are removed next
     federation.remove(federation.docker())
     print(f"project {federation.name}: removed (keys and partitions kept)")
     return 0

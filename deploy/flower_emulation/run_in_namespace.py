@@ -23,7 +23,13 @@ from pathlib import Path
 import yaml
 
 from deploy.flower_emulation.federation import OPERATOR_SERVICE, FlowerFederation
-from deploy.flower_emulation.runs import flower_runs_of, refuse_if_running, stop_flower_runs, stop_operator
+from deploy.flower_emulation.runs import (
+    flower_runs_of,
+    refuse_if_running,
+    restart_supernodes,
+    stop_flower_runs,
+    stop_operator,
+)
 from fltest.config.loader import config_path as resolve_config_path
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
@@ -97,8 +103,10 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
         except subprocess.TimeoutExpired:
             compose.kill()
         left = stop_flower_runs(federation, flower_runs_of(config, results))
+        restarted = restart_supernodes(federation)
         runs = f"; Flower runs {', '.join(map(str, left))} left running, stopped with flwr stop" if left else ""
-        interrupt.stopped = f"fltest run in {name} {outcome}{runs}; its rounds so far and summary: {results / config.name}"
+        interrupt.stopped = (f"fltest run in {name} {outcome}{runs}; SuperNodes restarted ({len(restarted)}); "
+                             f"its rounds so far and summary: {results / config.name}")  # fmt: skip
         raise
 
 

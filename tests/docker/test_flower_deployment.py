@@ -351,6 +351,11 @@ def _flower_run_as_a_user(federation, path: Path, results: Path) -> subprocess.P
                             text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
 
 
+def online_node_ids(federation) -> list[int]:
+    """The node ids the SuperLink lists online."""
+    return [int(n["node-id"]) for n in federation.registered() if n["status"] == "online"]
+
+
 def _flower_run_status(federation, run_id: int) -> str:
     return federation.flwr("ls", CONNECTION, "--run-id", str(run_id))["runs"][0]["status"]
 
@@ -376,12 +381,15 @@ def test_ctrl_c_on_fltest_flower_run_stops_the_flower_run_and_keeps_its_rounds(f
     lines = stderr.strip().splitlines()
     assert process.returncode == 130, lines[-20:]
     assert re.fullmatch(rf"fltest-flower: interrupted \(SIGINT\): fltest run in {PROJECT}-operator-\d{{8}}-\d{{6}} stopped;"
-                        rf" its rounds so far and summary: {re.escape(str(results / config.name))}", lines[-1]), lines[-20:]  # fmt: skip
+                        rf" SuperNodes restarted \(2\); its rounds so far and summary: {re.escape(str(results / config.name))}",
+                        lines[-1]), lines[-20:]  # fmt: skip
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
     assert _flower_run_status(federation, summary["flower_run_id"]) == "finished:stopped"
-    assert stopped_after < 45  # the issue's 30 s, with room for a loaded host
+    # Stopped in about 15 s; then the check of the Flower run and the SuperNodes' restart until online: 90 s for a loaded host.
+    assert stopped_after < 90
     assert federation.containers(docker_client, "operator", include_stopped=True) == []
+    assert set(online_node_ids(federation)) == set(federation.node_ids().values())  # restarted, and online for the next run
 
 
 def test_a_run_left_by_a_killed_fltest_flower_is_refused_by_the_next_and_stop_ends_it(federation, docker_client):
@@ -394,13 +402,15 @@ def test_a_run_left_by_a_killed_fltest_flower_is_refused_by_the_next_and_stop_en
     metrics = results / config.name / "flower" / "metrics.jsonl"
     try:
         _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 3, RUN_TIMEOUT_S, "round 2")
-        process.kill()
-        process.communicate()
+        process.kill()  # its compose, in a session of its own, stays attached to the operator and to these pipes
+        process.wait()
         (operator,) = federation.containers(docker_client, "operator")
         refused = _flower_cli(federation, "run", str(path), "--results-dir", str(root / "results-refused"))
         stop = _flower_cli(federation, "stop")
     finally:
         _remove_operator_runs(federation, docker_client)
+        process.stdout.close()
+        process.stderr.close()
     assert refused.returncode == 1
     assert refused.stderr.strip() == (f"fltest-flower: error: an experiment still runs next to the SuperLink: container {operator.name}"
                                       f" (fltest run {path} --results-dir {results}); stop it with: fltest-flower stop")  # fmt: skip
