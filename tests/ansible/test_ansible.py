@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.ansible
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
-PLAYBOOKS = ["cluster.yml", "run.yml", "teardown.yml", "status.yml"]
+PLAYBOOKS = ["cluster.yml", "run.yml", "stop.yml", "teardown.yml", "status.yml"]
 TIER = "ansible tier"  # the prefix of this tier's progress lines (tests/conftest.py: progress)
 NODE_IMAGE = "fltest-node:bookworm"
 SOURCE_IMAGE = os.environ.get("FLTEST_IMAGE", KIT.image)
@@ -156,7 +157,7 @@ def lab(tmp_path_factory, fltest_image, progress):
     for name in NODES:  # a run killed earlier may have left them (and they would hold the node image)
         docker("rm", "--force", "--volumes", f"fltest-ansible-{name}", check=False)
     build_node_image(report)
-    tmp = tmp_path_factory.mktemp("ansible-lab")
+    tmp = tmp_path_factory.mktemp(f"fltest-e2e-{secrets.token_hex(3)}")  # also the inventory's folder: its name names the lab
     os.chmod(tmp, 0o700)
     key = tmp / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -167,15 +168,7 @@ def lab(tmp_path_factory, fltest_image, progress):
         for name, ip in NODES.items():
             docker("run", "--detach", "--name", f"fltest-ansible-{name}", "--hostname", name, "--network", NETWORK,
                    "--ip", ip, *NODE_FLAGS, "--volume", f"{key}.pub:/root/.ssh/authorized_keys.mounted:ro", NODE_IMAGE)  # fmt: skip
-        head, worker = NODES
-        inventory = {"all": {
-            "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": str(key),
-                     "ansible_ssh_common_args": f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={tmp / 'known_hosts'}",
-                     "fltest_image": TEST_IMAGE, "fltest_controller_dir": str(tmp / "controller")},
-            "children": {"ray_head": {"hosts": {head: {"ansible_host": NODES[head], "cluster_ip": NODES[head], "ray_num_cpus": 1}}},
-                         "ray_workers": {"hosts": {worker: {"ansible_host": NODES[worker], "cluster_ip": NODES[worker], "ray_num_cpus": 1}}}},
-        }}  # fmt: skip
-        (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
+        user_inventory(tmp, key)
         start = time.monotonic()
         while time.monotonic() < start + 60 and not all(sshd_answers(ip) for ip in NODES.values()):
             time.sleep(1)
@@ -197,7 +190,34 @@ def lab(tmp_path_factory, fltest_image, progress):
                         except OSError:
                             pass
         docker("image", "rm", TEST_IMAGE, check=False)  # the tag only; the image stays
-        shutil.rmtree(tmp, ignore_errors=True)  # the SSH key, the Ray token, image archives
+        shutil.rmtree(controller_dir(tmp), ignore_errors=True)  # the Ray token, the CA, image archives
+        shutil.rmtree(tmp, ignore_errors=True)  # the SSH key, the inventory
+
+
+def user_inventory(lab: Path, key: Path) -> None:
+    """The inventory as the README tells a user to make it: a copy of inventory/sample, its hosts and login edited.
+
+    Its folder, ``lab``, names the lab: the controller keeps its files in ``~/.fltest/<lab's name>`` by default.
+    """
+    shutil.copytree(ANSIBLE / "inventory" / "sample", lab, dirs_exist_ok=True)
+    hosts = yaml.safe_load((lab / "hosts.yml").read_text())
+    head, worker = NODES
+    hosts["all"]["children"] = {
+        "ray_head": {"hosts": {head: {"ansible_host": NODES[head], "cluster_ip": NODES[head], "ray_num_cpus": 1}}},
+        "ray_workers": {"hosts": {worker: {"ansible_host": NODES[worker], "cluster_ip": NODES[worker], "ray_num_cpus": 1}}},
+        "superlink": {"hosts": {}},
+        "supernodes": {"hosts": {}},
+    }
+    (lab / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    with (lab / "group_vars" / "all.yml").open("a") as settings:  # this lab's login and the image under test
+        settings.write(f"ansible_ssh_private_key_file: {key}\n"
+                       f"ansible_ssh_common_args: -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={lab / 'known_hosts'}\n"
+                       f"fltest_image: {TEST_IMAGE}\n")  # fmt: skip
+
+
+def controller_dir(lab: Path) -> Path:
+    """Where the controller keeps the lab's token, CA, keys and archives: the sample's default, ~/.fltest/<inventory name>."""
+    return Path.home() / ".fltest" / lab.name
 
 
 def playbook(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
@@ -210,12 +230,12 @@ def run_yml(tmp: Path, config: Path, results: Path) -> subprocess.CompletedProce
     return playbook(tmp, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}")
 
 
-def experiment(folder: Path) -> Path:
+def experiment(folder: Path, name: str = "ansible-e2e", rounds: int = 2) -> Path:
     folder.mkdir()
     (folder / "digits_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
     config = yaml.safe_load((REPO / "examples" / "digits.yaml").read_text())
-    config.update(name="ansible-e2e", clients=4, total_cpus=2)
-    config["training"].update(rounds=2, local_epochs=1, round_timeout_s=60)
+    config.update(name=name, clients=4, total_cpus=2)
+    config["training"].update(rounds=rounds, local_epochs=1, round_timeout_s=60)
     config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr"}]
     path = folder / "experiment.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -344,7 +364,7 @@ def test_end_to_end(lab, stages):
         assert "cluster whole: 2 Ray nodes alive (2 CPUs)" in status.stdout
 
     # --tags images prunes the controller's archive of an image no longer deployed and keeps the current one.
-    archives = lab / "controller" / "images"
+    archives = controller_dir(lab) / "images"
     current = sorted(archives.glob("*.tar"))
     stale = archives / f"sha256-{'0' * 64}.tar"
     stale.write_bytes(b"an archive of an image no longer in fltest_images_list")
@@ -361,11 +381,11 @@ def test_end_to_end(lab, stages):
 
     # A new token on the controller reaches every Ray node and restarts its container (handler); the cluster
     # comes back whole with it, and the runs below use it.
-    old_secret = (lab / "controller" / "ray_token").read_text().strip()
+    old_secret = (controller_dir(lab) / "ray_token").read_text().strip()
     started = {name: docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{.State.StartedAt}}", container).stdout
                for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker"))}  # fmt: skip
     new_secret = secrets.token_hex(32)
-    (lab / "controller" / "ray_token").write_text(new_secret)
+    (controller_dir(lab) / "ray_token").write_text(new_secret)
     rotated = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray (a new token)")
     assert rotated.returncode == 0 and "Ray cluster ready: 2 nodes, 2 CPUs" in rotated.stdout, rotated.stdout[-6000:]
     for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker")):
@@ -399,6 +419,43 @@ def test_end_to_end(lab, stages):
     assert (results / "ansible-failing" / "reference" / "summary.json").is_file()
     assert owners(results) == {os.getuid()}
 
+    # Ctrl-C on run.yml while fltest runs in the head: fltest stops there (SIGINT, through stop.yml beside the play),
+    # its rounds and an "interrupted" summary reach the controller, ansible-playbook exits 130 with one line.
+    stopped_config = experiment(lab / "interrupted", name="ansible-stopped", rounds=300)
+    code, output, seconds = interrupt_run_yml(lab, stopped_config, results, "e2e-head", "ansible-stopped")
+    stages.done("run.yml interrupted by Ctrl-C at round 2", f"rc={code}", seconds)
+    assert code == 130, output[-6000:]
+    assert output.strip().splitlines()[-1] == (f"ansible-playbook: interrupted (SIGINT): stopped fltest run on e2e-head (it exited 130);"
+                                               f" its rounds so far and summary: {results}/ansible-stopped"), output[-6000:]  # fmt: skip
+    summary = json.loads((results / "ansible-stopped" / "flower" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
+    assert runs_in_head() == [] and staged_folders() == {name: [] for name in NODES}
+    assert owners(results) == {os.getuid()}
+
+    # run.yml killed outright: fltest runs on in the head; the next run.yml refuses, naming it and stop.yml, which
+    # stops it and brings its results to the controller as <results>/<run id>/<experiment>/.
+    orphan = start_run_yml(lab, stopped_config, results)
+    try:
+        wait_for_staged_round(orphan, "e2e-head", "ansible-stopped", 2)
+    finally:
+        orphan.kill()
+        orphan.communicate()
+    (left,) = runs_in_head()
+    refused = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
+                          stage="run.yml (another run still going on)")  # fmt: skip
+    assert refused.returncode == 2, refused.stdout[-6000:]
+    assert re.search(rf"e2e-head: an experiment still runs in fltest-ray-head: fltest run of runs/{left['run_id']} \(pid {left['pid']}\); "
+                     rf"stop it and fetch its results with: ansible-playbook -i {re.escape(str(lab / 'hosts.yml'))} stop.yml",
+                     refused.stdout), refused.stdout[-6000:]  # fmt: skip
+    rescued = lab / "rescued"
+    stopped = stages.play(lab, "stop.yml", "-e", f"fltest_run_results_dir={rescued}", stage="stop.yml (the run left behind)")
+    assert stopped.returncode == 0, stopped.stdout[-6000:]
+    assert f"fltest-ray-head: fltest run of runs/{left['run_id']} (pid {left['pid']}): stopped" in stopped.stdout, stopped.stdout[-6000:]
+    summary = json.loads((rescued / left["run_id"] / "ansible-stopped" / "flower" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds_completed"] >= 2, summary
+    assert runs_in_head() == [] and staged_folders() == {name: [] for name in NODES}
+    assert owners(rescued) == {os.getuid()}
+
     # A Ray container whose settings changed is replaced gracefully: stopped with SIGTERM (Ray drains
     # the node) before it is removed, never killed with SIGKILL.
     since = docker("exec", "fltest-ansible-e2e-worker", "date", "+%s").stdout.strip()
@@ -431,6 +488,58 @@ def test_end_to_end(lab, stages):
     assert serving == [ray_node_start("e2e-worker")] and killed_start not in serving, (killed_start, serving)
 
 
+def start_run_yml(lab: Path, config: Path, results: Path) -> subprocess.Popen:
+    """run.yml as a user starts it in a terminal: its own session (Ctrl-C reaches it alone), SIGINT handled."""
+    command = [tool("ansible-playbook"), "-i", str(lab / "hosts.yml"), "run.yml", "-e", f"fltest_run_config={config}",
+               "-e", f"fltest_run_results_dir={results}"]  # fmt: skip
+    return subprocess.Popen(command, cwd=ANSIBLE, env=ansible_env(lab), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+
+
+def staged_rounds(node: str, experiment_name: str) -> int:
+    """Rounds the staged flwr run of ``experiment_name`` has recorded on emulated node ``node`` (0 before any)."""
+    listed = docker("exec", f"fltest-ansible-{node}", "sh", "-c",
+                    f"cat /var/lib/fltest/work/runs/*/results/{experiment_name}/flower/metrics.jsonl", check=False)  # fmt: skip
+    return max(len(listed.stdout.splitlines()) - 1, 0) if listed.returncode == 0 else 0
+
+
+def wait_for_staged_round(process: subprocess.Popen, node: str, experiment_name: str, server_round: int) -> None:
+    """Wait (up to 8 minutes: a precondition, not a bound) until the staged run has ``server_round`` rounds; fail if run.yml ends first."""
+    deadline = time.monotonic() + 480
+    while staged_rounds(node, experiment_name) < server_round:
+        if process.poll() is not None:
+            pytest.fail(f"run.yml ended (rc={process.returncode}) before round {server_round}: {process.stdout.read()[-4000:]}")
+        assert time.monotonic() < deadline, f"round {server_round} not reached in 480 s"
+        time.sleep(1)
+
+
+def interrupt_run_yml(lab: Path, config: Path, results: Path, node: str, experiment_name: str) -> tuple[int, str, float]:
+    """Ctrl-C on run.yml at round 2 of the run on ``node``: its exit code, its output, the seconds from the signal to its end."""
+    process = start_run_yml(lab, config, results)
+    try:
+        wait_for_staged_round(process, node, experiment_name, 2)
+        os.killpg(process.pid, signal.SIGINT)
+        signalled = time.monotonic()
+        output, _ = process.communicate(timeout=300)
+        return process.returncode, output, time.monotonic() - signalled
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def runs_in_head() -> list[dict]:
+    """The fltest run processes in the Ray head's container (deploy/node/runs.py)."""
+    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "--user", str(KIT.uid), "fltest-ray-head", "python", "-m",
+                    "deploy.node.runs", "list").stdout  # fmt: skip
+    return json.loads(listed.strip().splitlines()[-1])
+
+
+def staged_folders() -> dict[str, list[str]]:
+    """The staged runs' folders left on each emulated node."""
+    return {name: docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs", check=False).stdout.split() for name in NODES}
+
+
 def ray_node_start(node: str) -> str:
     """The start id the Ray container on emulated node ``node`` labelled its Ray node with (deploy/kit.env)."""
     container = "fltest-ray-head" if node == "e2e-head" else "fltest-ray-worker"
@@ -445,12 +554,12 @@ def live_ray_nodes() -> list[dict]:
     return json.loads(listed.strip().splitlines()[-1])
 
 
-def flower_experiment(folder: Path, superlink: str, ca: Path) -> Path:
+def flower_experiment(folder: Path, superlink: str, ca: Path | str, rounds: int = 2) -> Path:
     folder.mkdir()
     config = yaml.safe_load((REPO / "examples" / "digits.yaml").read_text())
     config.pop("hooks")
     config.update(name="ansible-flower", clients=len(NODES))
-    config["training"].update(rounds=2, local_epochs=1, round_timeout_s=60)
+    config["training"].update(rounds=rounds, local_epochs=1, round_timeout_s=60)
     config["output"] = {"save_round_models": True}
     options = {"mode": "deployment", "superlink": superlink, "root_certificates": str(ca)}
     config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr", "options": options}]
@@ -464,6 +573,13 @@ def online_supernodes() -> list[dict]:
     listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.node.superlink_flwr",
                     "supernode", "list", "fltest", "--format", "json", check=False)  # fmt: skip
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
+
+
+def flower_run_status(run_id: int) -> str:
+    """A Flower run's status as the SuperLink lists it, asked in its container on the head node."""
+    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.node.superlink_flwr",
+                    "ls", "fltest", "--run-id", str(run_id), "--format", "json")  # fmt: skip
+    return json.loads(listed.stdout)["runs"][0]["status"]
 
 
 def online_ids() -> set[str]:
@@ -488,7 +604,7 @@ def test_flower_experiment_on_supernodes(lab, stages):
     (lab / "hosts.yml").write_text(yaml.safe_dump(inventory))
     first = stages.play(lab, "cluster.yml", stage="cluster.yml with Flower, first run")
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
-    controller = lab / "controller"
+    controller = controller_dir(lab)
     assert not any(p.name == "id_ecdsa" for p in controller.rglob("*")), "a private key reached the controller"
     for name in NODES:
         assert (controller / "flower" / "supernodes" / f"{name}.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
@@ -563,6 +679,21 @@ def test_flower_experiment_on_supernodes(lab, stages):
         for container in containers:
             assert_hardened(name, container)
 
+    # Ctrl-C on run.yml while fltest runs next to the SuperLink: the operator container gets SIGINT, its fltest stops
+    # the Flower run on the SuperLink and records the rounds so far; they reach the controller; exit 130.
+    long_flower = flower_experiment(lab / "flower-interrupted", "127.0.0.1:9443", controller / "flower" / "tls" / "ca.crt", rounds=300)
+    stopped_results = lab / "flower-interrupted-results"
+    code, output, seconds = interrupt_run_yml(lab, long_flower, stopped_results, head, "ansible-flower")
+    stages.done("run.yml (Flower deployment) interrupted by Ctrl-C at round 2", f"rc={code}", seconds)
+    assert code == 130, output[-6000:]
+    assert output.strip().splitlines()[-1] == (f"ansible-playbook: interrupted (SIGINT): stopped fltest run on {head} (it exited 130);"
+                                               f" its rounds so far and summary: {stopped_results}/ansible-flower"), output[-6000:]  # fmt: skip
+    summary = json.loads((stopped_results / "ansible-flower" / "flower" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
+    assert flower_run_status(summary["flower_run_id"]) == "finished:stopped"
+    assert docker("exec", f"fltest-ansible-{head}", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-operator").stdout.split() == []
+    assert staged_folders()[head] == []
+
     # The SuperLink restarted (docker restart, as the playbook's handler does): its state is on a volume,
     # so the SuperNodes come back online by themselves, and the next run completes without cluster.yml.
     docker("exec", f"fltest-ansible-{head}", "docker", "restart", "fltest-superlink")
@@ -572,7 +703,9 @@ def test_flower_experiment_on_supernodes(lab, stages):
     back = time.monotonic() - start
     stages.done("SuperLink restarted: SuperNodes back online", f"{sorted(online_ids())}", back)
     assert online_ids() >= set(node_ids.values()), online_supernodes()
-    rerun = run_yml(lab, config, results)
+    # The CA as the README writes it, under ~: the controller's home for the check, the container's for the run.
+    tilde = flower_experiment(lab / "flower-tilde", "127.0.0.1:9443", f"~/.fltest/{lab.name}/flower/tls/ca.crt")
+    rerun = run_yml(lab, tilde, results)
     assert rerun.returncode == 0, rerun.stdout[-8000:]
     assert recap(rerun.stdout)[worker]["changed"] == 0, rerun.stdout[-6000:]  # its partition is already there
 
