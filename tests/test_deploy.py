@@ -28,10 +28,13 @@ from deploy.images import (
 from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
-from deploy.node.ray_start import NODE_START_LABEL, PORTS, REFUSED, WORKER_PORTS, start_args
+from deploy.node.ray_start import NODE_START_LABEL, PORTS, WORKER_PORTS, start_args
 from deploy.pki.ray_token import ensure_ray_token, token_problem
 from fltest.errors import FLTestError, InputError
 from tests.network import free_port, host_addresses
+
+
+REFUSED = 78  # the README's exit code of a node that refuses to start (EX_CONFIG), outside the compose file
 
 
 def _flag(args: list[str], name: str) -> str | None:
@@ -60,7 +63,7 @@ def test_a_node_refuses_to_start_without_token_authentication(env):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     result = subprocess.run([sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1"],
                             env={**clean, **env}, capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert result.returncode != 0
+    assert result.returncode == REFUSED
     assert "RAY_AUTH" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
