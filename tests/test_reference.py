@@ -54,8 +54,11 @@ def test_same_seed_same_models_bit_for_bit(tmp_path):
 def test_results_hold_the_validated_config_the_final_model_and_the_comparison(tmp_path):
     comparison, run_dir = _run(tmp_path)
     experiment = run_dir.parent
-    saved = ExperimentConfig.model_validate(yaml.safe_load((experiment / "config.yaml").read_text()))
-    assert saved == ExperimentConfig.model_validate({**base_config(), "name": "exp", "output": {"save_round_models": True}})
+    saved = yaml.safe_load((experiment / "config.yaml").read_text())  # as written: validating it would refill the defaults
+    validated = ExperimentConfig.model_validate({**base_config(), "name": "exp", "output": {"save_round_models": True}})
+    assert saved == validated.model_dump(mode="json")  # every field, defaults included
+    assert saved["output"]["dir"] == "results" and saved["training"]["strategy"] == {"name": "fedavg"}  # not in the input
+    assert saved["runs"] == [{"name": "reference", "framework": "reference", "options": {}}]
     last_round = load_params(run_dir / "models" / "round-0005.npz")
     final = load_params(run_dir / "model_final.npz")
     assert len(final) == len(last_round) and all(np.array_equal(p, q) for p, q in zip(final, last_round))
