@@ -395,7 +395,7 @@ def test_the_extras_wheelhouse_is_served_on_loopback_only_while_the_build_runs(t
 
 
 def test_a_build_whose_caller_holds_the_lock_does_not_wait_for_it_and_others_do(tmp_path, monkeypatch):
-    """The docker tier's fixture holds the build lock around ``fltest-deploy build``, telling it so.
+    """A script that holds the build lock around ``fltest-deploy build`` tells it so (``FLTEST_IMAGE_BUILD_LOCK_HELD=1``).
 
     On a lock of the test's own (TMPDIR): the host's is held by any real build beside this session
     (in CI the PyTorch variant's, minutes), which this test would first wait for.
