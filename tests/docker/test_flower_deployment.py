@@ -25,10 +25,9 @@ from deploy.flower_emulation.federation import FlowerFederation, supernode_name
 from deploy.images import IMAGE
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
 from fltest.config.schema import ExperimentConfig
-from fltest.errors import InputError, RunFailed
+from fltest.errors import InputError
 from fltest.params import load_params
 from fltest.results.files import read_jsonl
-from fltest.runner import prepare
 from tests.conformance import assert_conforms
 from tests.conftest import REPO, base_config
 from tests.control_probe import PROBE, check_refusals, probes
@@ -42,8 +41,9 @@ PROJECT = "fltest-flower-test"  # not the default project: a user's own federati
 NODES = [supernode_name(0), supernode_name(1)]
 ROGUE = supernode_name(2)  # has a key pair, never registered
 ROUNDS = 3
-REFUSED_EXIT = 1  # a SuperNode the SuperLink refuses: Flower logs its exit code 305 and the process exits 1 (flwr_exit)
 TIMEOUT_S = 120
+UP_TIMEOUT_S = 3 * TIMEOUT_S + 120  # fltest-flower up: its two waits (--timeout, 120 s each) and the registrations
+REFUSED_EXIT = 1  # a SuperNode the SuperLink refuses: Flower logs its exit code 305 and the process exits 1 (flwr_exit)
 RUN_TIMEOUT_S = 300  # a whole 3-round run, with room for a loaded host (measured 65-145 s)
 SETUP_BOUND_S = 120  # the operator container's and fltest's start-up, the shards, one question to the SuperLink (50 s at load 15)
 HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
@@ -63,7 +63,9 @@ def _config(federation: FlowerFederation, ca: Path) -> ExperimentConfig:
 
 @pytest.fixture(scope="module")
 def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
-    """SuperLink + 2 registered SuperNodes with their partitions; everything of the project removed after."""
+    """SuperLink + 2 registered SuperNodes with their partitions, made as the README does it (``fltest-flower tls``,
+    ``keys``, ``prepare <config>``, ``up``); the rogue node has a key pair and data, never registered. Everything of
+    the project is removed after."""
     root = tmp_path_factory.mktemp("flower")
     federation = FlowerFederation(
         name=PROJECT,
@@ -75,18 +77,20 @@ def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
     federation.down()  # a run killed earlier may have left it behind
     start = time.monotonic()
     try:
-        ca = federation.tls().ca_cert
-        federation.ensure_keys(NODES + [ROGUE])
+        tls = _flower_cli(federation, "tls")
+        assert tls.returncode == 0, tls.stderr
+        ca = Path(tls.stdout.strip().rsplit(": ", 1)[1])  # root certificate for SuperNodes and the flwr CLI: <file>
+        keys = _flower_cli(federation, "--supernodes", str(len(NODES) + 1), "keys")  # the rogue is supernode-2
+        assert keys.returncode == 0, keys.stderr
         config = _config(federation, ca)
-        federation.export_partitions(prepare(config), NODES)
+        experiment = root / "experiment.yaml"
+        experiment.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        prepared = _flower_cli(federation, "prepare", str(experiment))
+        assert prepared.returncode == 0, prepared.stderr
         shutil.copytree(root / "data" / NODES[0], root / "data" / ROGUE)  # the rogue node has data, not a registered key
-        federation.write_supernodes({**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES))
-        federation.up_superlink()
-        federation.wait_superlink(docker_client, TIMEOUT_S)
-        federation.save_node_ids({node: federation.register(node) for node in NODES})
-        federation.up(*NODES)
-        federation.wait_online(list(federation.node_ids().values()), TIMEOUT_S)
-        tier_report(f"flower: SuperLink + {len(NODES)} SuperNodes online ({time.monotonic() - start:.1f} s)")
+        up = _flower_cli(federation, "up", timeout=UP_TIMEOUT_S)
+        assert up.returncode == 0, up.stderr
+        tier_report(f"flower: fltest-flower tls, keys, prepare, up: SuperLink + {len(NODES)} SuperNodes online ({time.monotonic() - start:.1f} s)")
         yield federation, config, root
     finally:
         start = time.monotonic()
@@ -139,8 +143,10 @@ def test_one_key_for_two_supernodes_is_refused(federation):
     try:
         with pytest.raises(InputError, match="same key as SuperNode supernode-0"):
             check_unique(root / "keys", [NODES[0], "copied"])
-        with pytest.raises(RunFailed, match="Public key already in use"):
-            federation.register("copied")
+        register = _flower_cli(federation, "register", "copied")
+        assert (register.returncode, register.stdout) == (1, ""), register.stderr
+        (line,) = register.stderr.splitlines()
+        assert line.startswith("fltest-flower: error: ") and "Public key already in use" in line, line
     finally:
         shutil.rmtree(root / "keys" / "copied")
     assert ensure_key(root / "keys", NODES[0])[1] is False  # an existing key is never overwritten
@@ -148,6 +154,7 @@ def test_one_key_for_two_supernodes_is_refused(federation):
 
 def test_unregistered_key_is_refused(federation, docker_client):
     federation, _, _ = federation
+    federation.write_supernodes({**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES))  # up wrote the registered ones
     federation.up(ROGUE)
     rogue = _container(federation, docker_client, ROGUE, include_stopped=True)
     # Its next exit: a container not started yet ("created") would pass a plain wait at once, with code 0;
@@ -453,3 +460,37 @@ def test_private_keys_are_in_no_log_result_or_registration(federation, docker_cl
     assert result_files
     assert find_in_stream((p.read_bytes() for p in result_files), markers) == []
     assert not any(m in yaml.safe_dump(federation.registered()).encode() for m in markers)
+
+
+def test_down_then_up_through_the_cli_registers_the_kept_keys_again(federation, docker_client, tier_report):
+    """``fltest-flower down`` removes the project and the SuperLink's state and keeps the keys and partitions; the next
+    ``up`` registers the same keys again (new node ids) and brings the SuperNodes online. With both online, a run of an
+    experiment with one client is refused before it is submitted: ``clients`` must equal the number of SuperNodes."""
+    federation, config, root = federation
+    kept = {path: path.read_bytes() for node in NODES for path in [*(root / "keys" / node).iterdir(), root / "data" / node / "partition.json"]}
+    old_ids = federation.node_ids()
+    start = time.monotonic()
+    down = _flower_cli(federation, "down")
+    assert (down.returncode, down.stdout) == (0, f"project {PROJECT}: removed (keys and partitions kept)\n"), down.stderr
+    assert federation.leftovers(docker_client) == []  # the SuperLink's state volume too
+    up = _flower_cli(federation, "up", timeout=UP_TIMEOUT_S)
+    elapsed = time.monotonic() - start
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.splitlines()[-1] == f"SuperLink {federation.address} in its own namespace (fltest-flower run <config>); {len(NODES)} SuperNodes"
+    assert {path: path.read_bytes() for path in kept} == kept  # the same keys and partitions, not new ones
+    new_ids = federation.node_ids()
+    assert sorted(new_ids) == NODES and not set(new_ids.values()) & set(old_ids.values()), (old_ids, new_ids)  # registered again
+    listed = _flower_cli(federation, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(tuple(line.split()) for line in listed.stdout.splitlines()) == sorted((str(new_ids[n]), "online", n) for n in NODES)
+    tier_report(f"flower: fltest-flower down, then up: both keys registered again, SuperNodes online ({elapsed:.1f} s)")
+    data = config.model_dump(mode="json") | {"clients": 1}
+    data["runs"] = [run for run in data["runs"] if run["framework"] == "flwr"]
+    one_client = root / "one-client.yaml"
+    one_client.write_text(yaml.safe_dump(data))
+    refused = _flower_cli(federation, "run", str(one_client), "--results-dir", str(root / "results-one-client"), timeout=TIMEOUT_S)
+    assert refused.returncode == 1, refused.stderr
+    assert _failure_line(refused.stderr) == (
+        f"run flower failed: SuperLink {federation.address}: {len(NODES)} SuperNodes online, but the experiment has clients: 1"
+        " (it must equal the number of SuperNodes)"
+    )
