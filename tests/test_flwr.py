@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import cloudpickle
 import pytest
 import ray
+import yaml
 
 from fltest.backends.flwr.client_app import make_client_app
 from fltest.backends.flwr.cluster import ObjectStoreShards, put_shards
@@ -57,6 +58,8 @@ def test_private_run_matches_the_reference(tmp_path, monkeypatch):
     assert summary["ray_address"] == "local"
     assert summary["final"]["accuracy"] > 0.5  # learned (chance: 0.1); 2 of 4 Dirichlet clients a round, 3 rounds: 0.63 with seed 7, 0.81-0.83 with seeds 0-3
     assert not ray.is_initialized()  # Flower shut its private Ray down
+    saved = yaml.safe_load((tmp_path / "flwr-test" / "config.yaml").read_text())
+    assert saved["runs"][1] == {"name": "flower", "framework": "flwr", "options": {"mode": "simulation"}}  # its default, listed
 
 
 def test_a_client_that_raises_fails_the_run_quickly(tmp_path, monkeypatch, write_config):

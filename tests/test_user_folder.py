@@ -24,6 +24,16 @@ FLTEST = str(Path(sys.executable).with_name("fltest"))  # the console script, as
 TOLERANCE = 1e-9
 
 
+# The user's before_local_training replaces each client's data (its shard and the shard mirrored): every backend
+# must train on what it returns, as the reference does, to give the reference's model.
+REPLACING_HOOK = """
+
+def before_local_training(partition_id, server_round, features, labels):
+    \"\"\"Train on the shard and its mirror image.\"\"\"
+    return np.concatenate([features, features[:, :, ::-1]]), np.concatenate([labels, labels])
+"""
+
+
 def _user_folder(folder: Path, runs: list[dict]) -> Path:
     """A working folder as a user lays it out; returns the config's path (relative to ``folder``)."""
     import datasets
@@ -33,7 +43,7 @@ def _user_folder(folder: Path, runs: list[dict]) -> Path:
     datasets.Dataset.from_dict(
         {"pixels": digits.images.astype(np.uint8), "digit": digits.target.astype(np.int64)}
     ).save_to_disk(str(folder / "data"))
-    (folder / "my_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
+    (folder / "my_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text() + REPLACING_HOOK)
     config = base_config()
     config.update(
         name="user-folder",
