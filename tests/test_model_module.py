@@ -143,3 +143,33 @@ def test_a_deployment_run_s_flower_app_carries_the_model_and_hooks_modules(tmp_p
     assert built.returncode == 0, built.stderr[-3000:]
     modules = {"file": ["my_model.py"], "package": ["my_model/__init__.py", "my_model/core.py"]}[layout]
     assert built.stdout.split() == sorted(["pyproject.toml", ".info/CONTENT", "my_hooks.py", *modules])  # what Flower ships
+
+
+@pytest.mark.parametrize("layout", ["namespace package", "sourceless"])
+def test_a_model_module_that_is_not_python_source_is_refused_for_a_deployment_run(tmp_path, layout):
+    """The README: a module that is not Python source (here a namespace package, or a compiled .pyc alone) cannot
+    travel in a Flower App: one line naming the file and field, exit 2."""
+    import py_compile
+
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not checked here\n")
+    flower = {"name": "flower", "framework": "flwr", "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)}}
+    config_path = _with_model(tmp_path, [REFERENCE, flower])
+    config = yaml.safe_load((tmp_path / config_path).read_text())
+    if layout == "namespace package":  # a folder with no __init__.py
+        (tmp_path / "my_models").mkdir()
+        (tmp_path / "my_model.py").rename(tmp_path / "my_models" / "softmax.py")
+        config["model"]["module"] = "my_models.softmax"
+        found = "(a namespace package)"
+    else:  # what Python imports when only the compiled file is there
+        py_compile.compile(str(tmp_path / "my_model.py"), cfile=str(tmp_path / "my_model.pyc"))
+        (tmp_path / "my_model.py").unlink()
+        found = f"({tmp_path / 'my_model.pyc'})"
+    (tmp_path / config_path).write_text(yaml.safe_dump(config, sort_keys=False))
+    result = _run_in(tmp_path, "validate", str(config_path))
+    assert result.returncode == 2, result.stderr
+    top = config["model"]["module"].partition(".")[0]
+    assert result.stderr.strip().splitlines() == [
+        f"fltest: error: exp.yaml: model.module: module {top!r} {found} is not a Python source file or package, "
+        "the only code a Flower App carries"
+    ]
