@@ -6,7 +6,7 @@ Ray's object store once and the client app holding references; (b) the naive Flo
 pattern, a client app that closes over every shard (Flower pickles the app with
 every message). It prints wall time and pickled app size side by side, then the
 flwr/reference time ratio on one machine (private Ray).
-Run: ``python bench/flwr_cluster.py [--clients 10 60 120] [--rounds 3]``.
+Run: ``python bench/flwr_cluster.py [--clients 10 60 120] [--rounds 3] [--single-clients 10]``.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--clients", type=int, nargs="+", default=[10, 60, 120])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--single-clients", type=int, default=10, help="clients of the one-machine flwr/reference run")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,10 +96,11 @@ def main() -> None:
             if ray.is_initialized():
                 ray.shutdown()
             cluster.shutdown()
-        config = _config(10, args.rounds, ["reference", "flwr"])
+        config = _config(args.single_clients, args.rounds, ["reference", "flwr"])
         run_experiment(config, results / "single")
         reference, flower = (_summary(results / "single", config, r)["wall_s"] for r in ("reference", "flwr"))
-        print(f"one machine, 10 clients: reference {reference:.2f} s, flwr {flower:.2f} s, flwr/reference {flower / reference:.1f}")
+        print(f"one machine, {args.single_clients} clients: reference {reference:.2f} s, flwr {flower:.2f} s, "
+              f"flwr/reference {flower / reference:.1f}")
 
 
 if __name__ == "__main__":

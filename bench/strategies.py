@@ -4,7 +4,7 @@ For every strategy (``fltest/config/strategies.py``, default parameters; FedProx
 0.1), one ``fltest`` experiment on the digits runs the reference, Flower and NVFlare side by side
 and this prints, a line a run, max |Δw| from the reference's global model after each round, the
 first round beyond the tolerance, and why a framework did not run (``unsupported``).
-Run: ``python bench/strategies.py [--rounds 5] [--clients 10]``.
+Run: ``python bench/strategies.py [--rounds 5] [--clients 10] [--strategies NAME ...]``.
 """
 
 from __future__ import annotations
@@ -43,11 +43,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES), metavar="NAME",
+                        help=f"the strategies to run (default: all, {' '.join(STRATEGIES)})")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rows = []
     with tempfile.TemporaryDirectory(prefix="fltest-bench-strategies-") as work:
-        for strategy in STRATEGIES:
+        for strategy in args.strategies:
             print(f"running {strategy} on reference, flwr and nvflare ...", flush=True)
             rows += divergence_rows(strategy, args.rounds, args.clients, Path(work))
     print(f"\nmax |Δw| from the reference's global model after each round (tolerance {TOLERANCE:g}):")

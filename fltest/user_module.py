@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from fltest.errors import InputError
+from fltest.errors import FieldError, InputError
 
 
 def where_it_failed(module_name: str, exc: BaseException) -> str:
@@ -44,8 +44,8 @@ def module_source(field: str, module_name: str) -> Path:
     """The Python source of ``module_name``'s top-level module, as this process imports it: its ``.py`` file or package folder.
 
     What travels with a Flower App to hosts that do not share this file system. Raises
-    :class:`InputError` naming ``field`` for a module that is not Python source (a compiled
-    extension, a namespace package).
+    :class:`FieldError` naming ``field`` for a module that is not Python source (a compiled
+    extension, a namespace package); a command names the config file in front.
     """
     top = module_name.partition(".")[0]
     module = sys.modules.get(top) or import_user_module(field, top)
@@ -53,6 +53,6 @@ def module_source(field: str, module_name: str) -> Path:
     if origin is not None and hasattr(module, "__path__") and origin.name == "__init__.py":
         return origin.parent
     if origin is None or origin.suffix != ".py":
-        raise InputError(f"{field}: module {top!r} ({origin or 'a namespace package'}) is not a Python source file or package, "
+        raise FieldError(f"{field}: module {top!r} ({origin or 'a namespace package'}) is not a Python source file or package, "
                          "the only code a Flower App carries")  # fmt: skip
     return origin

@@ -120,4 +120,4 @@ def test_cli_bad_config_exit_2_one_line_no_output(write_config, tmp_path):
 def test_cli_validate_ok(tmp_path):
     result = _cli("validate", "examples/digits.yaml", cwd=REPO)
     assert result.returncode == 0, result.stderr
-    assert "valid" in result.stdout
+    assert result.stdout == "examples/digits.yaml: valid (3 runs, 10 clients, 5 rounds)\n"  # the whole line: "valid" is in "invalid" too

@@ -28,10 +28,13 @@ from deploy.images import (
 from deploy.kit import KIT, KIT_FILE, env_file_values
 from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
-from deploy.node.ray_start import NODE_START_LABEL, PORTS, REFUSED, WORKER_PORTS, start_args
+from deploy.node.ray_start import NODE_START_LABEL, PORTS, WORKER_PORTS, start_args
 from deploy.pki.ray_token import ensure_ray_token, token_problem
 from fltest.errors import FLTestError, InputError
 from tests.network import free_port, host_addresses
+
+
+REFUSED = 78  # the README's exit code of a node that refuses to start (EX_CONFIG), outside the compose file
 
 
 def _flag(args: list[str], name: str) -> str | None:
@@ -60,7 +63,7 @@ def test_a_node_refuses_to_start_without_token_authentication(env):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     result = subprocess.run([sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1"],
                             env={**clean, **env}, capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert result.returncode != 0
+    assert result.returncode == REFUSED
     assert "RAY_AUTH" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -392,7 +395,7 @@ def test_the_extras_wheelhouse_is_served_on_loopback_only_while_the_build_runs(t
 
 
 def test_a_build_whose_caller_holds_the_lock_does_not_wait_for_it_and_others_do(tmp_path, monkeypatch):
-    """The docker tier's fixture holds the build lock around ``fltest-deploy build``, telling it so.
+    """A script that holds the build lock around ``fltest-deploy build`` tells it so (``FLTEST_IMAGE_BUILD_LOCK_HELD=1``).
 
     On a lock of the test's own (TMPDIR): the host's is held by any real build beside this session
     (in CI the PyTorch variant's, minutes), which this test would first wait for.

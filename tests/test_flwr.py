@@ -11,9 +11,11 @@ from contextlib import contextmanager
 import cloudpickle
 import pytest
 import ray
+import yaml
 
 from fltest.backends.flwr.client_app import make_client_app
 from fltest.backends.flwr.cluster import ObjectStoreShards, put_shards
+from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import cache_key, prepare_shards
 from fltest.runner import run_experiment
@@ -21,6 +23,8 @@ from tests.conformance import assert_conforms
 from tests.conftest import failing_round_seconds
 
 pytestmark = pytest.mark.ray
+FREEZE_TIMEOUT_S = 3  # the frozen client's round_timeout_s: the server waits 3 s and its 10 s grace
+FROZEN_S = 20  # how long that client stays frozen: well after the server gave up on it
 
 def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None, total_cpus=2,
             round_timeout_s=60) -> ExperimentConfig:
@@ -54,6 +58,8 @@ def test_private_run_matches_the_reference(tmp_path, monkeypatch):
     assert summary["ray_address"] == "local"
     assert summary["final"]["accuracy"] > 0.5  # learned (chance: 0.1); 2 of 4 Dirichlet clients a round, 3 rounds: 0.63 with seed 7, 0.81-0.83 with seeds 0-3
     assert not ray.is_initialized()  # Flower shut its private Ray down
+    saved = yaml.safe_load((tmp_path / "flwr-test" / "config.yaml").read_text())
+    assert saved["runs"][1] == {"name": "flower", "framework": "flwr", "options": {"mode": "simulation"}}  # its default, listed
 
 
 def test_a_client_that_raises_fails_the_run_quickly(tmp_path, monkeypatch, write_config):
@@ -96,6 +102,32 @@ def test_a_client_that_hangs_fails_the_run_at_the_round_timeout(tmp_path, monkey
     # The round waits its 30 s; 45 s more leave room for a loaded machine, far from the 400 s hang.
     assert 30 <= failing_round_seconds(tmp_path / "flwr-test" / "flower") < 75
     assert returned_after < 300  # before the fix, run_experiment returned only once the hook woke up
+    assert not ray.is_initialized()
+
+
+def test_a_client_that_sends_no_reply_at_all_fails_the_round_as_no_reply_in_time(tmp_path, monkeypatch):
+    """The README's promise: a client that sends none (its machine gone) fails the round as ``no reply in time``,
+    after ``round_timeout_s`` and the server's grace; the round is never silently shorter.
+
+    The client's Ray worker is frozen (SIGSTOP): not even its own time limit answers. A helper lets it go on
+    (SIGCONT) well after the server gave up, so that Flower, which waits for its workers, can end.
+    """
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    (tmp_path / "freezing_hooks.py").write_text(
+        "import os, signal, subprocess\n"
+        "import ray\n"
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if ray.is_initialized() and server_round == 2 and partition_id == 1:  # not the reference run\n"
+        f"        subprocess.Popen(['sh', '-c', f'sleep {FROZEN_S}; kill -CONT {{os.getpid()}}'])\n"
+        "        os.kill(os.getpid(), signal.SIGSTOP)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run_experiment(_config(clients=2, rounds=2, hooks="freezing_hooks", round_timeout_s=FREEZE_TIMEOUT_S), tmp_path)
+    flower = _summary(tmp_path / "flwr-test", "flower")
+    assert (flower["status"], flower["rounds_completed"]) == ("failed", 1), flower
+    assert flower["error"] == "round 2: no reply in time from client 1"
+    # The server waited the round's timeout and its grace for the reply, then failed it; the run ended once the frozen worker went on.
+    assert FREEZE_TIMEOUT_S + REPLY_GRACE_S <= failing_round_seconds(tmp_path / "flwr-test" / "flower") < FROZEN_S + 60
     assert not ray.is_initialized()
 
 

@@ -30,7 +30,7 @@ from fltest.params import load_params
 from fltest.results.compare import TOLERANCE
 from fltest.runner import prepare, run_experiment
 from tests.conftest import REPO
-from tests.test_user_folder import FLTEST
+from tests.user_folder import FLTEST
 
 ROUNDS = 3
 

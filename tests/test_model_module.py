@@ -17,7 +17,7 @@ import yaml
 
 from fltest.params import load_params
 from tests.conformance import TOLERANCE
-from tests.test_user_folder import BACKENDS, REFERENCE, _run_in, _user_folder
+from tests.user_folder import BACKENDS, REFERENCE, run_in, user_folder
 
 MODEL = '''
 """A softmax layer over 8x8 images, its weights shaped like them: (8, 8, classes)."""
@@ -56,8 +56,8 @@ def evaluate(params, features, labels):
 
 
 def _with_model(folder, runs, body: str = MODEL, **model):
-    """The user folder of tests/test_user_folder.py, with ``my_model.py`` beside the config and named by it."""
-    config_path = _user_folder(folder, runs)
+    """The user folder of tests/user_folder.py, with ``my_model.py`` beside the config and named by it."""
+    config_path = user_folder(folder, runs)
     (folder / "my_model.py").write_text(body)
     config = yaml.safe_load((folder / config_path).read_text())
     config["model"] = {"module": "my_model", **model}
@@ -67,7 +67,7 @@ def _with_model(folder, runs, body: str = MODEL, **model):
 
 @pytest.mark.parametrize("run", BACKENDS)
 def test_a_model_module_beside_the_config_trains_on_every_backend_with_shaped_features(tmp_path, run):
-    result = _run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE, run])))
+    result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE, run])))
     assert result.returncode == 0, result.stderr[-3000:]
     experiment = tmp_path / "results" / "user-folder"
     summary = json.loads((experiment / run["name"] / "summary.json").read_text())
@@ -96,7 +96,7 @@ BROKEN_MODELS = {
 @pytest.mark.parametrize("case", sorted(BROKEN_MODELS))
 def test_a_broken_model_module_is_one_line_naming_the_file_and_exit_2(tmp_path, case):
     body, message = BROKEN_MODELS[case]
-    result = _run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], body)))
+    result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], body)))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith(f"fltest: error: exp.yaml: {message}"), lines  # init_params: after the shards' progress lines
@@ -107,7 +107,7 @@ def test_a_broken_model_module_is_one_line_naming_the_file_and_exit_2(tmp_path, 
 
 
 def test_a_model_module_with_type_or_hidden_is_refused(tmp_path):
-    result = _run_in(tmp_path, "validate", str(_with_model(tmp_path, [REFERENCE], type="mlp", hidden=[8])))
+    result = run_in(tmp_path, "validate", str(_with_model(tmp_path, [REFERENCE], type="mlp", hidden=[8])))
     assert result.returncode == 2
     assert result.stderr.strip() == "fltest: error: exp.yaml: model.module: a model module replaces type and hidden; give one or the other"
 
@@ -145,10 +145,40 @@ def test_a_deployment_run_s_flower_app_carries_the_model_and_hooks_modules(tmp_p
         (tmp_path / "my_model" / "__init__.py").write_text("from my_model.core import init_params, train, evaluate\n")
         (tmp_path / "my_model" / "__pycache__").mkdir()
         (tmp_path / "my_model" / "__pycache__" / "core.cpython-311.pyc").write_bytes(b"stale")
-    assert _run_in(tmp_path, "validate", str(config_path)).returncode == 0  # accepted: the app carries them
+    assert run_in(tmp_path, "validate", str(config_path)).returncode == 0  # accepted: the app carries them
     env = {**os.environ, "HF_HOME": "hf-home", "HF_HUB_OFFLINE": "1"}
     built = subprocess.run([sys.executable, "-c", APP_FILES, str(config_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
     modules = {"file": ["my_model.py"], "package": ["my_model/__init__.py", "my_model/core.py"]}[layout]
     shipped = ["pyproject.toml", ".info/CONTENT", "my_hooks.py", "fltest_initial_model.py", *modules]
     assert built.stdout.split() == sorted(shipped)  # what Flower ships: the initial model the ServerApp starts from too
+
+
+@pytest.mark.parametrize("layout", ["namespace package", "sourceless"])
+def test_a_model_module_that_is_not_python_source_is_refused_for_a_deployment_run(tmp_path, layout):
+    """The README: a module that is not Python source (here a namespace package, or a compiled .pyc alone) cannot
+    travel in a Flower App: one line naming the file and field, exit 2."""
+    import py_compile
+
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not checked here\n")
+    flower = {"name": "flower", "framework": "flwr", "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)}}
+    config_path = _with_model(tmp_path, [REFERENCE, flower])
+    config = yaml.safe_load((tmp_path / config_path).read_text())
+    if layout == "namespace package":  # a folder with no __init__.py
+        (tmp_path / "my_models").mkdir()
+        (tmp_path / "my_model.py").rename(tmp_path / "my_models" / "softmax.py")
+        config["model"]["module"] = "my_models.softmax"
+        found = "(a namespace package)"
+    else:  # what Python imports when only the compiled file is there
+        py_compile.compile(str(tmp_path / "my_model.py"), cfile=str(tmp_path / "my_model.pyc"))
+        (tmp_path / "my_model.py").unlink()
+        found = f"({tmp_path / 'my_model.pyc'})"
+    (tmp_path / config_path).write_text(yaml.safe_dump(config, sort_keys=False))
+    result = run_in(tmp_path, "validate", str(config_path))
+    assert result.returncode == 2, result.stderr
+    top = config["model"]["module"].partition(".")[0]
+    assert result.stderr.strip().splitlines() == [
+        f"fltest: error: exp.yaml: model.module: module {top!r} {found} is not a Python source file or package, "
+        "the only code a Flower App carries"
+    ]

@@ -26,12 +26,14 @@ from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 from fltest.results.files import read_jsonl
 from fltest.params import load_params
+from fltest.process_guard import POLL_S, STOP_GRACE_S
 from fltest.results.report import IDENTICAL
 from fltest.runner import run_experiment
 from tests.conformance import TOLERANCE, assert_conforms
 from tests.conftest import failing_round_seconds
 
 pytestmark = pytest.mark.nvflare
+SETTLE_S = 3.0  # after SIGKILL: the kernel ends the processes, psutil sees them gone (a loaded 2-core machine)
 
 def _config(runs, rounds=3, hooks=None, fraction=1.0, round_timeout=60, name="nvflare-test") -> ExperimentConfig:
     return ExperimentConfig.model_validate(
@@ -92,6 +94,7 @@ def test_run_matches_the_reference_and_ignores_a_ray_address(tmp_path, monkeypat
     said = [r.getMessage() for r in caplog.records if "FLTEST_RAY_ADDRESS" in r.getMessage()]
     assert said == ["FLTEST_RAY_ADDRESS is set: the nvflare backend ignores it and runs on this machine"]
     assert not (experiment / "nvflare" / "nvflare").exists()  # keep_workspace defaults to false
+    assert yaml.safe_load((experiment / "config.yaml").read_text())["runs"][1]["options"] == {"keep_workspace": False}  # listed
     assert (experiment / "nvflare" / "simulator.log").stat().st_size > 0
     assert _simulator_processes(tmp_path) == []
 
@@ -168,12 +171,14 @@ def test_fltest_killed_outright_leaves_no_simulator_process(tmp_path):
         assert workers, "no simulator worker seen"
     finally:
         fltest.kill()
+        killed = time.monotonic()
         fltest.wait()
         shutil.rmtree(temp, ignore_errors=True)
     left = _simulator_processes(tmp_path)
-    deadline = time.monotonic() + 60  # the guard notices within 0.5 s, then allows 5 s for SIGTERM
+    # The guard notices within POLL_S (tests/test_process_guard.py times it), then gives SIGTERM STOP_GRACE_S before SIGKILL.
+    deadline = killed + POLL_S + STOP_GRACE_S + SETTLE_S
     while left and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.1)
         left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert left == [], [" ".join(p.cmdline())[:120] for p in left]
 

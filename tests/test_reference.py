@@ -54,8 +54,11 @@ def test_same_seed_same_models_bit_for_bit(tmp_path):
 def test_results_hold_the_validated_config_the_final_model_and_the_comparison(tmp_path):
     comparison, run_dir = _run(tmp_path)
     experiment = run_dir.parent
-    saved = ExperimentConfig.model_validate(yaml.safe_load((experiment / "config.yaml").read_text()))
-    assert saved == ExperimentConfig.model_validate({**base_config(), "name": "exp", "output": {"save_round_models": True}})
+    saved = yaml.safe_load((experiment / "config.yaml").read_text())  # as written: validating it would refill the defaults
+    validated = ExperimentConfig.model_validate({**base_config(), "name": "exp", "output": {"save_round_models": True}})
+    assert saved == validated.model_dump(mode="json")  # every field, defaults included
+    assert saved["output"]["dir"] == "results" and saved["training"]["strategy"] == {"name": "fedavg"}  # not in the input
+    assert saved["runs"] == [{"name": "reference", "framework": "reference", "options": {}}]
     last_round = load_params(run_dir / "models" / "round-0005.npz")
     final = load_params(run_dir / "model_final.npz")
     assert len(final) == len(last_round) and all(np.array_equal(p, q) for p, q in zip(final, last_round))
@@ -91,3 +94,26 @@ def test_aggregate_weights_by_examples():
     params, metrics = aggregate([one, three])
     assert np.allclose(params[0], [3.0, 6.0])
     assert metrics == {"train_loss": 1.75}
+
+
+def test_a_hook_that_replaces_the_data_is_what_clients_train_on(tmp_path, monkeypatch):
+    """``before_local_training`` returning ``(features, labels)``: client ``p`` trains on its first ``p + 1`` rows, all labelled 7.
+
+    With one row a batch a client takes one step a row, and the round's ``steps`` are averaged weighted by
+    each client's examples, the replaced ones: (1*1 + 2*2 + 3*3 + 4*4) / (1 + 2 + 3 + 4) = 3.
+    """
+    (tmp_path / "replacing_hooks.py").write_text(
+        "import numpy as np\n"
+        "def before_local_training(partition_id, server_round, features, labels):\n"
+        "    return features[: partition_id + 1], np.full(partition_id + 1, 7)\n"
+        "def evaluate_metrics(labels, probabilities):\n"
+        "    return {'predicted_7': float(np.mean(probabilities.argmax(axis=1) == 7))}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = base_config()
+    data.update(name="replaced", clients=4, hooks="replacing_hooks")
+    data["training"].update(rounds=2, local_epochs=1, batch_size=1)
+    run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")
+    records = [json.loads(line) for line in (tmp_path / "results" / "replaced" / "reference" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["train"]["steps"] for r in records[1:]] == [3.0, 3.0]
+    assert records[-1]["test"]["predicted_7"] == 1.0  # trained on sevens only, it sees sevens everywhere

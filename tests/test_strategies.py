@@ -20,7 +20,7 @@ from fltest.fedavg import ClientUpdate
 from fltest.model.numpy_mlp import NumpyMLP
 from fltest.server_update import server_update
 from tests.conftest import base_config
-from tests.test_user_folder import FLTEST
+from tests.user_folder import FLTEST
 
 X0 = 1.0  # the initial global model
 ROUND_1 = (2.0, 4.0)  # the two clients' models after local training in round 1

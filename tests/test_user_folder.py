@@ -9,64 +9,19 @@ although the NVFlare simulator and Ray workers run in processes (and folders) of
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import REPO, base_config
+from tests.user_folder import BACKENDS, REFERENCE, run_in, user_folder
 
-FLTEST = str(Path(sys.executable).with_name("fltest"))  # the console script, as a user types it
 TOLERANCE = 1e-9
-
-
-def _user_folder(folder: Path, runs: list[dict]) -> Path:
-    """A working folder as a user lays it out; returns the config's path (relative to ``folder``)."""
-    import datasets
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    datasets.Dataset.from_dict(
-        {"pixels": digits.images.astype(np.uint8), "digit": digits.target.astype(np.int64)}
-    ).save_to_disk(str(folder / "data"))
-    (folder / "my_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
-    config = base_config()
-    config.update(
-        name="user-folder",
-        clients=4,
-        hooks="my_hooks",
-        runs=runs,
-        dataset={"source": "disk", "path": "data", "features": ["pixels"], "label": "digit", "scale": 16.0},
-    )
-    config["training"].update(rounds=2, local_epochs=1)
-    config.pop("output", None)  # the default: results/, relative to the working folder
-    (folder / "exp.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return Path("exp.yaml")
-
-
-def _run_in(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    """``fltest <args>`` with ``folder`` as the working folder and a relative ``HF_HOME`` there."""
-    env = {**os.environ, "HF_HOME": "hf-home", "HF_HUB_OFFLINE": "1"}
-    env.pop("FLTEST_RAY_ADDRESS", None)
-    return subprocess.run([FLTEST, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
-
-
-REFERENCE = {"name": "reference", "framework": "reference"}
-BACKENDS = [
-    pytest.param({"name": "reference-again", "framework": "reference"}, id="reference"),
-    pytest.param({"name": "flwr", "framework": "flwr"}, id="flwr", marks=pytest.mark.ray),
-    pytest.param({"name": "nvflare", "framework": "nvflare"}, id="nvflare", marks=pytest.mark.nvflare),
-]
 
 
 @pytest.mark.parametrize("run", BACKENDS)
 def test_run_from_the_config_folder_with_relative_paths(tmp_path, run):
-    config = _user_folder(tmp_path, [REFERENCE, run])
-    result = _run_in(tmp_path, "run", str(config))
+    config = user_folder(tmp_path, [REFERENCE, run])
+    result = run_in(tmp_path, "run", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     experiment = tmp_path / "results" / "user-folder"  # the default output folder, under the working folder
     summary = json.loads((experiment / run["name"] / "summary.json").read_text())
@@ -92,9 +47,9 @@ BROKEN_HOOKS = {
 @pytest.mark.parametrize("case", sorted(BROKEN_HOOKS))
 def test_hooks_that_fail_on_import_are_one_line_and_exit_2(tmp_path, command, case):
     body, line, error = BROKEN_HOOKS[case]
-    config = _user_folder(tmp_path, [REFERENCE])
+    config = user_folder(tmp_path, [REFERENCE])
     (tmp_path / "my_hooks.py").write_text(body)
-    result = _run_in(tmp_path, command, str(config))
+    result = run_in(tmp_path, command, str(config))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr  # no traceback above it
@@ -105,9 +60,9 @@ def test_hooks_that_fail_on_import_are_one_line_and_exit_2(tmp_path, command, ca
 
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_a_hooks_module_that_does_not_exist_is_one_line(tmp_path, command):
-    config = _user_folder(tmp_path, [REFERENCE])
+    config = user_folder(tmp_path, [REFERENCE])
     (tmp_path / "my_hooks.py").unlink()
-    result = _run_in(tmp_path, command, str(config))
+    result = run_in(tmp_path, command, str(config))
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "fltest: error: exp.yaml: hooks: no module 'my_hooks' beside the config or on sys.path"
@@ -129,14 +84,14 @@ def test_the_columns_of_a_disk_dataset_are_checked_naming_the_file(tmp_path, cas
     import datasets
 
     change, expected = DISK_COLUMN_PROBLEMS[case]
-    config_path = _user_folder(tmp_path, [REFERENCE])
+    config_path = user_folder(tmp_path, [REFERENCE])
     data = datasets.load_from_disk(str(tmp_path / "data"))
     data = data.add_column("score", [0.5] * len(data)).add_column("name", ["x"] * len(data))
     data.save_to_disk(str(tmp_path / "data2"))
     config = yaml.safe_load((tmp_path / config_path).read_text())
     config["dataset"].update(path="data2", **change)
     (tmp_path / config_path).write_text(yaml.safe_dump(config))
-    result = _run_in(tmp_path, command, str(config_path))
+    result = run_in(tmp_path, command, str(config_path))
     assert result.returncode == 2
     assert result.stderr.strip() == f"fltest: error: exp.yaml: {expected}"
     assert not (tmp_path / "results").exists()
@@ -146,11 +101,11 @@ def test_the_columns_of_a_disk_dataset_are_checked_naming_the_file(tmp_path, cas
 @pytest.mark.parametrize("command", ["run", "prepare"])
 def test_a_split_that_cannot_be_drawn_is_one_line_naming_the_file(tmp_path, command):
     """The data is checked once, as the shards are prepared: one line naming file and field, nothing written."""
-    config_path = _user_folder(tmp_path, [REFERENCE])
+    config_path = user_folder(tmp_path, [REFERENCE])
     config = yaml.safe_load((tmp_path / config_path).read_text())
     config["partition"] = {"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 400}  # 4 clients, 1,438 training rows
     (tmp_path / config_path).write_text(yaml.safe_dump(config))
-    result = _run_in(tmp_path, command, str(config_path))
+    result = run_in(tmp_path, command, str(config_path))
     assert result.returncode == 2
     assert result.stderr.strip().startswith("fltest: error: exp.yaml: partition.alpha: Dirichlet(0.01) left a client with fewer than 400 samples")
     assert not (tmp_path / "results").exists()

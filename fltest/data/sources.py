@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import datasets
 import numpy as np
+from datasets.exceptions import DatasetsError
 
 from fltest.config.schema import DatasetConfig
 from fltest.errors import FieldError
+
+# What the hub client raises for a dataset it cannot load: not found, no network or offline and not
+# cached (ConnectionError), a gated one, an unknown split or revision. Anything else is a bug and
+# keeps its traceback, instead of passing for a user's wrong dataset name.
+CANNOT_LOAD = (OSError, ValueError, DatasetsError)
 
 
 def _digits() -> datasets.Dataset:
@@ -31,7 +37,7 @@ def load_source(config: DatasetConfig) -> datasets.Dataset:
     elif config.source == "hub":
         try:
             dataset = datasets.load_dataset(config.name, split=config.split, revision=config.revision)
-        except Exception as exc:  # the hub client raises many types; all mean "cannot load"
+        except CANNOT_LOAD as exc:
             raise FieldError(f"dataset.name: cannot load {config.name!r} from the hub: {exc}") from None
     else:
         try:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from deploy.images import IMAGE, LOCK_HELD, dangling_image_ids, one_build_at_a_time
+from deploy.images import IMAGE
 
 TIER = "docker tier"  # the prefix of this tier's progress lines
-DANGLING_MADE_BY_BUILD = pytest.StashKey[set]()
 
 
 @pytest.fixture(scope="session")
@@ -35,30 +33,23 @@ def tier_report(progress):
 
 
 @pytest.fixture(scope="session")
-def fltest_image(docker_client, progress, pytestconfig):
+def fltest_image(docker_client, progress):
     """The base image (debootstrap, no registry), the wheelhouse, and FLTest, built offline by ``fltest-deploy build``.
 
-    The command runs as the README types it; each stage's line is shown as it ends (through
-    ``progress``, not ``tier_report``: tests/ansible shares this fixture). The untagged images
-    the build left behind, if any, are kept in ``pytestconfig.stash[DANGLING_MADE_BY_BUILD]``
-    for a test to check. The fixture holds the host's build lock, which every image build of the
-    kit and its tests takes, from the first count to the second (the command is told so:
-    ``LOCK_HELD``), so no other session's build, whose step in progress is untagged, comes between.
+    The command runs as the README types it (it takes the host's build lock itself); each stage's line
+    is shown as it ends (through ``progress``, not ``tier_report``: tests/ansible shares this fixture).
+    That a build leaves no untagged image is tests/docker/test_image.py's rebuild test: this build finds
+    the images present and does nothing, outside a cold engine.
     """
-    report = functools.partial(progress, TIER)
-    with one_build_at_a_time(report):  # no other build between the two counts: its step in progress is untagged
-        before = dangling_image_ids(docker_client)
-        build = subprocess.Popen([sys.executable, "-m", "deploy", "build"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env={**os.environ, LOCK_HELD: "1"})  # fmt: skip
-        errors = []
-        for line in build.stderr:  # the stages' lines, then any error; stdout: the wheelhouse's summary and the final line
-            stage = line.rstrip().removeprefix("[fltest-deploy build] ")
-            if stage != line.rstrip():
-                progress(TIER, stage)
-            elif not line.startswith("[build "):  # docker build's "Step n/m" lines: not worth a terminal line each
-                errors.append(line.rstrip())
-        output = build.stdout.read()
-        assert build.wait() == 0, f"fltest-deploy build failed: {errors}"
-        pytestconfig.stash[DANGLING_MADE_BY_BUILD] = dangling_image_ids(docker_client) - before
+    build = subprocess.Popen([sys.executable, "-m", "deploy", "build"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors = []
+    for line in build.stderr:  # the stages' lines, then any error; stdout: the wheelhouse's summary and the final line
+        stage = line.rstrip().removeprefix("[fltest-deploy build] ")
+        if stage != line.rstrip():
+            progress(TIER, stage)
+        elif not line.startswith("[build "):  # docker build's "Step n/m" lines: not worth a terminal line each
+            errors.append(line.rstrip())
+    output = build.stdout.read()
+    assert build.wait() == 0, f"fltest-deploy build failed: {errors}"
     assert re.fullmatch(rf"built {re.escape(IMAGE)} \(\d+ MB\)", output.splitlines()[-1]), output
     return docker_client.images.get(IMAGE)

@@ -29,6 +29,7 @@ from deploy.pki.ray_token import ensure_ray_token
 from fltest.config import load_config
 from tests.conftest import REPO, base_config
 from tests.conformance import assert_conforms
+from tests.docker.hardening import assert_root_read_only
 from tests.network import free_port, host_addresses
 
 pytestmark = pytest.mark.docker
@@ -124,8 +125,7 @@ def _assert_hardened(container) -> None:
     assert "no-new-privileges:true" in host["SecurityOpt"], container.name
     assert host["ReadonlyRootfs"] is True, container.name
     assert host["Memory"] > 0 and host["PidsLimit"] > 0, container.name
-    write = container.exec_run(["touch", "/probe"], user="root")  # root owns /: only the read-only mount stops it
-    assert write.exit_code != 0 and b"Read-only file system" in write.output, (container.name, write.output)
+    assert_root_read_only(container)
 
 
 def test_every_node_is_hardened_and_its_ray_logs_are_readable(emulation, docker_client):

@@ -21,21 +21,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cryptography.hazmat.primitives import serialization
 
 from deploy.flower_emulation.federation import FlowerFederation, supernode_name
 from deploy.images import IMAGE
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
 from fltest.backends.flwr_deployment.connection import CONNECTION
 from fltest.config.schema import ExperimentConfig
-from fltest.errors import InputError, RunFailed
+from fltest.errors import InputError
 from fltest.params import load_params
 from fltest.results.files import read_jsonl
-from fltest.runner import prepare
 from tests.conformance import assert_conforms
 from tests.conftest import REPO, base_config
 from tests.control_probe import PROBE, check_refusals, probes
-from tests.docker.streams import find_in_stream
+from tests.docker.hardening import assert_root_read_only
+from tests.docker.streams import find_in_stream, private_key_markers
 from tests.test_model_module import MODEL
 
 pytestmark = pytest.mark.docker
@@ -45,6 +44,8 @@ NODES = [supernode_name(0), supernode_name(1)]
 ROGUE = supernode_name(2)  # has a key pair, never registered
 ROUNDS = 3
 TIMEOUT_S = 120
+UP_TIMEOUT_S = 3 * TIMEOUT_S + 120  # fltest-flower up: its two waits (--timeout, 120 s each) and the registrations
+REFUSED_EXIT = 1  # a SuperNode the SuperLink refuses: Flower logs its exit code 305 and the process exits 1 (flwr_exit)
 RUN_TIMEOUT_S = 300  # a whole 3-round run, with room for a loaded host (measured 65-145 s)
 SETUP_BOUND_S = 120  # the operator container's and fltest's start-up, the shards, one question to the SuperLink (50 s at load 15)
 HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
@@ -64,7 +65,9 @@ def _config(federation: FlowerFederation, ca: Path) -> ExperimentConfig:
 
 @pytest.fixture(scope="module")
 def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
-    """SuperLink + 2 registered SuperNodes with their partitions; everything of the project removed after."""
+    """SuperLink + 2 registered SuperNodes with their partitions, made as the README does it (``fltest-flower tls``,
+    ``keys``, ``prepare <config>``, ``up``); the rogue node has a key pair and data, never registered. Everything of
+    the project is removed after."""
     root = tmp_path_factory.mktemp("flower")
     federation = FlowerFederation(
         name=PROJECT,
@@ -76,18 +79,20 @@ def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
     federation.down()  # a run killed earlier may have left it behind
     start = time.monotonic()
     try:
-        ca = federation.tls().ca_cert
-        federation.ensure_keys(NODES + [ROGUE])
+        tls = _flower_cli(federation, "tls")
+        assert tls.returncode == 0, tls.stderr
+        ca = Path(tls.stdout.strip().rsplit(": ", 1)[1])  # root certificate for SuperNodes and the flwr CLI: <file>
+        keys = _flower_cli(federation, "--supernodes", str(len(NODES) + 1), "keys")  # the rogue is supernode-2
+        assert keys.returncode == 0, keys.stderr
         config = _config(federation, ca)
-        federation.export_partitions(prepare(config), NODES)
+        experiment = root / "experiment.yaml"
+        experiment.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        prepared = _flower_cli(federation, "prepare", str(experiment))
+        assert prepared.returncode == 0, prepared.stderr
         shutil.copytree(root / "data" / NODES[0], root / "data" / ROGUE)  # the rogue node has data, not a registered key
-        federation.write_supernodes({**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES))
-        federation.up_superlink()
-        federation.wait_superlink(docker_client, TIMEOUT_S)
-        federation.save_node_ids({node: federation.register(node) for node in NODES})
-        federation.up(*NODES)
-        federation.wait_online(list(federation.node_ids().values()), TIMEOUT_S)
-        tier_report(f"flower: SuperLink + {len(NODES)} SuperNodes online ({time.monotonic() - start:.1f} s)")
+        up = _flower_cli(federation, "up", timeout=UP_TIMEOUT_S)
+        assert up.returncode == 0, up.stderr
+        tier_report(f"flower: fltest-flower tls, keys, prepare, up: SuperLink + {len(NODES)} SuperNodes online ({time.monotonic() - start:.1f} s)")
         yield federation, config, root
     finally:
         start = time.monotonic()
@@ -140,8 +145,10 @@ def test_one_key_for_two_supernodes_is_refused(federation):
     try:
         with pytest.raises(InputError, match="same key as SuperNode supernode-0"):
             check_unique(root / "keys", [NODES[0], "copied"])
-        with pytest.raises(RunFailed, match="Public key already in use"):
-            federation.register("copied")
+        register = _flower_cli(federation, "register", "copied")
+        assert (register.returncode, register.stdout) == (1, ""), register.stderr
+        (line,) = register.stderr.splitlines()
+        assert line.startswith("fltest-flower: error: ") and "Public key already in use" in line, line
     finally:
         shutil.rmtree(root / "keys" / "copied")
     assert ensure_key(root / "keys", NODES[0])[1] is False  # an existing key is never overwritten
@@ -149,13 +156,15 @@ def test_one_key_for_two_supernodes_is_refused(federation):
 
 def test_unregistered_key_is_refused(federation, docker_client):
     federation, _, _ = federation
+    federation.write_supernodes({**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES))  # up wrote the registered ones
     federation.up(ROGUE)
     rogue = _container(federation, docker_client, ROGUE, include_stopped=True)
     # Its next exit: a container not started yet ("created") would pass a plain wait at once, with code 0;
     # a refused SuperNode exits again on every restart (restart: unless-stopped), so one always comes.
-    assert rogue.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] != 0
+    assert rogue.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] == REFUSED_EXIT
     rogue.stop(timeout=10)  # else it starts again and again, a Python start every few seconds, until the module ends
-    assert "Failed to activate SuperNode" in rogue.logs().decode()
+    logs = rogue.logs().decode()
+    assert "Exit Code: 305" in logs and "Failed to activate SuperNode" in logs, logs[-2000:]
     superlink_log = _container(federation, docker_client, "superlink").logs().decode()
     assert "No SuperNode found with the given public key" in superlink_log
     status = {int(n["node-id"]): n["status"] for n in federation.registered()}
@@ -212,7 +221,7 @@ def test_every_container_is_hardened(federation, docker_client):
             assert host["PidsLimit"] == federation.hardening()["pids_limit"], container.name
             assert container.attrs["Config"]["User"] == "10001:10001", container.name
             if container.status == "running":
-                assert container.exec_run(["touch", "/opt/fltest/x"]).exit_code != 0, container.name
+                assert_root_read_only(container)
                 assert container.exec_run(["touch", "/tmp/x"]).exit_code == 0, container.name
                 status = container.exec_run(["grep", "-E", "^(CapEff|NoNewPrivs)", "/proc/self/status"]).output.decode().split()
                 assert status == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1"], container.name
@@ -502,31 +511,26 @@ def test_unregistered_supernode_can_no_longer_connect(federation, docker_client)
     assert status[node_id] == "unregistered"
     # An online node may already have stopped on its own after the unregister (its heartbeat is
     # refused), or be in its restart policy's loop: stop it (SIGTERM: Flower exits 0), then start it,
-    # and take the first exit after that start. A refused SuperNode exits 1 on every start. Not
+    # and take the first exit after that start. A refused SuperNode exits 1 (Flower's 305) on every start. Not
     # `restart`: its own stop's exit 0 raced the wait for the next exit (CI twice: code 0).
     container = _container(federation, docker_client, NODES[1], include_stopped=True)
     container.stop(timeout=10)
     container.start()
-    assert container.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] != 0
+    assert container.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] == REFUSED_EXIT
     container.stop(timeout=10)  # no restart loop for the rest of the module
-    assert "Failed to activate SuperNode" in container.logs().decode()
+    logs = container.logs().decode()
+    assert "Exit Code: 305" in logs and "Failed to activate SuperNode" in logs, logs[-2000:]
     status = {int(n["node-id"]): n["status"] for n in federation.registered()}
     assert status[federation.node_ids()[NODES[0]]] == "online"
 
 
-def _private_markers(key_file: Path) -> list[bytes]:
-    """Byte strings that only the private key holds: its scalar (raw, hex) and the tail of its PEM body."""
-    text = key_file.read_bytes()
-    scalar = serialization.load_ssh_private_key(text, password=None).private_numbers().private_value.to_bytes(48, "big")
-    body = [line for line in text.splitlines() if line and not line.startswith(b"-----")]
-    return [scalar, scalar.hex().encode(), *body[-3:-1]]
+def test_private_keys_are_in_no_log_result_or_registration(federation, docker_client):
+    """The SuperNodes' private keys in none of the project's container logs, the results, the SuperLink's list.
 
-
-def test_private_keys_are_in_no_image_layer_log_or_result(federation, docker_client, fltest_image):
+    An image built after a key existed holds none: tests/docker/test_image.py (a rebuild with keys in the checkout).
+    """
     federation, _, root = federation
-    markers = [m for node in NODES + [ROGUE] for m in _private_markers(root / "keys" / node / PRIVATE_NAME)]
-    history = json.dumps(fltest_image.history()).encode()
-    assert find_in_stream([history], markers) == []  # what the image's build ran; what it was sent: tests/test_deploy.py
+    markers = [m for node in NODES + [ROGUE] for m in private_key_markers(root / "keys" / node / PRIVATE_NAME)]
     containers = federation.containers(docker_client, include_stopped=True)
     assert len(containers) == 6  # the namespace holder, SuperLink, Fleet proxy, 2 SuperNodes, the rogue
     for container in containers:
@@ -535,3 +539,37 @@ def test_private_keys_are_in_no_image_layer_log_or_result(federation, docker_cli
     assert result_files
     assert find_in_stream((p.read_bytes() for p in result_files), markers) == []
     assert not any(m in yaml.safe_dump(federation.registered()).encode() for m in markers)
+
+
+def test_down_then_up_through_the_cli_registers_the_kept_keys_again(federation, docker_client, tier_report):
+    """``fltest-flower down`` removes the project and the SuperLink's state and keeps the keys and partitions; the next
+    ``up`` registers the same keys again (new node ids) and brings the SuperNodes online. With both online, a run of an
+    experiment with one client is refused before it is submitted: ``clients`` must equal the number of SuperNodes."""
+    federation, config, root = federation
+    kept = {path: path.read_bytes() for node in NODES for path in [*(root / "keys" / node).iterdir(), root / "data" / node / "partition.json"]}
+    old_ids = federation.node_ids()
+    start = time.monotonic()
+    down = _flower_cli(federation, "down")
+    assert (down.returncode, down.stdout) == (0, f"project {PROJECT}: removed (keys and partitions kept)\n"), down.stderr
+    assert federation.leftovers(docker_client) == []  # the SuperLink's state volume too
+    up = _flower_cli(federation, "up", timeout=UP_TIMEOUT_S)
+    elapsed = time.monotonic() - start
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.splitlines()[-1] == f"SuperLink {federation.address} in its own namespace (fltest-flower run <config>); {len(NODES)} SuperNodes"
+    assert {path: path.read_bytes() for path in kept} == kept  # the same keys and partitions, not new ones
+    new_ids = federation.node_ids()
+    assert sorted(new_ids) == NODES and not set(new_ids.values()) & set(old_ids.values()), (old_ids, new_ids)  # registered again
+    listed = _flower_cli(federation, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(tuple(line.split()) for line in listed.stdout.splitlines()) == sorted((str(new_ids[n]), "online", n) for n in NODES)
+    tier_report(f"flower: fltest-flower down, then up: both keys registered again, SuperNodes online ({elapsed:.1f} s)")
+    data = config.model_dump(mode="json") | {"clients": 1}
+    data["runs"] = [run for run in data["runs"] if run["framework"] == "flwr"]
+    one_client = root / "one-client.yaml"
+    one_client.write_text(yaml.safe_dump(data))
+    refused = _flower_cli(federation, "run", str(one_client), "--results-dir", str(root / "results-one-client"), timeout=TIMEOUT_S)
+    assert refused.returncode == 1, refused.stderr
+    assert _failure_line(refused.stderr) == (
+        f"run flower failed: SuperLink {federation.address}: {len(NODES)} SuperNodes online, but the experiment has clients: 1"
+        " (it must equal the number of SuperNodes)"
+    )

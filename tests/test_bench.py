@@ -1,0 +1,78 @@
+"""Every benchmark in bench/ runs, at its smallest size, as a user runs it: a broken benchmark is noticed.
+
+These check that a benchmark runs to its table and that the table says what it measured; the figures
+themselves are the benchmark's to report (at this size they measure start-up, not the frameworks).
+The two Docker benchmarks (emulation.py, faults.py) bring up projects of their own for minutes: here
+they are only imported and parse their options (``--help``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def bench(tmp_path, script: str, *args: str, timeout: float = 600) -> str:
+    """``python bench/<script> <args>`` from an empty working folder; its output (it must exit 0)."""
+    result = subprocess.run([sys.executable, str(REPO / "bench" / script), *args], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=timeout)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_reference_overhead(tmp_path):
+    out = bench(tmp_path, "reference_overhead.py", "--rounds", "1", "--clients", "2", "--repeat", "1")
+    assert re.search(rf"^ +2 +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out
+
+
+def test_data_scale_without_ray(tmp_path):
+    out = bench(tmp_path, "data_scale.py", "--rows", "200", "--clients", "2", "--no-ray")
+    assert re.search(rf"^wall time \(s\) +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out
+    assert re.search(rf"^shard bytes / source bytes: .* = {NUMBER}$", out, re.M), out
+
+
+@pytest.mark.parametrize("script", ["emulation.py", "faults.py"])
+def test_the_docker_benchmarks_import_and_parse_their_options(tmp_path, script):
+    assert bench(tmp_path, script, "--help").startswith("usage: ")
+
+
+@pytest.mark.ray
+@pytest.mark.nvflare
+def test_strategies(tmp_path):
+    """FedAvgM: Flower's, bit for bit; NVFlare has none (unsupported, not started)."""
+    out = bench(tmp_path, "strategies.py", "--strategies", "fedavgm", "--rounds", "1", "--clients", "2")
+    assert re.search(r"^fedavgm +flower +completed +0\.00e\+00  -$", out, re.M), out
+    assert re.search(r"^fedavgm +nvflare +unsupported ", out, re.M), out
+
+
+@pytest.mark.ray
+@pytest.mark.nvflare
+def test_nvflare_rounds(tmp_path):
+    out = bench(tmp_path, "nvflare_rounds.py", "--clients", "2", "--rounds", "2", "--cpus", "1")
+    for backend in ("reference", "flwr", "nvflare"):
+        assert re.search(rf"^{backend} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out
+
+
+@pytest.mark.ray
+def test_flwr_cluster(tmp_path):
+    out = bench(tmp_path, "flwr_cluster.py", "--clients", "2", "--rounds", "1", "--single-clients", "2")
+    assert re.search(rf"^ +2 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out
+    assert re.search(rf"^one machine, 2 clients: reference {NUMBER} s, flwr {NUMBER} s, flwr/reference {NUMBER}$", out, re.M), out
+
+
+@pytest.mark.torch
+@pytest.mark.ray
+@pytest.mark.nvflare
+def test_torch_rounds(tmp_path):
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    out = bench(tmp_path, "torch_rounds.py", "--clients", "2", "--rounds", "2", "--cpus", "1")
+    assert re.search(r", max \|dw\| vs reference 0$", out, re.M), out  # the CNN on every framework, bit for bit
+    for run in ("reference", "flower", "nvflare"):
+        assert re.search(rf"^{run} +{NUMBER} +{NUMBER} +1 +{NUMBER} +{NUMBER}%$", out, re.M), out
