@@ -15,7 +15,7 @@ import yaml
 
 from fltest.backends.flwr.client_app import make_client_app
 from fltest.backends.flwr.cluster import ObjectStoreShards, put_shards
-from fltest.backends.flwr.time_limit import REPLY_GRACE_S
+from fltest.backends.supervision.deadlines import REPLY_GRACE_S
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import cache_key, prepare_shards
 from fltest.runner import run_experiment
