@@ -12,6 +12,7 @@ import yaml
 
 from deploy.compose import COMPOSE_DIR, compose_cli
 from deploy.flower_emulation.federation import (
+    APP_FILES_VOLUME,
     FLEET_ADDRESS,
     FLEET_PORT,
     HOLDER_SERVICE,
@@ -20,6 +21,7 @@ from deploy.flower_emulation.federation import (
     PROXY_SERVICE,
     SUPERLINK_SERVICE,
     FlowerFederation,
+    app_files_volume,
 )
 from deploy.flower_emulation.run_in_namespace import host_paths, operator_command
 from deploy.kit import KIT, KIT_FILE, env_file_values
@@ -165,3 +167,46 @@ def test_the_ansible_roles_name_the_same_ports_paths_and_module_as_the_emulation
     assert "'python', '-m', 'deploy.node.superlink_flwr'" in defaults["fltest_flower_flwr"]
     superlink = (COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_superlink" / "tasks" / "main.yml").read_text()
     assert f"/opt/fltest/app/deploy/node/{PROXY_CONFIG.name}" in superlink  # the proxy runs the image's own file
+
+
+ANSIBLE_ROLES = COMPOSE_DIR.parent / "ansible" / "roles"
+
+
+def test_every_serverapp_and_clientapp_works_in_a_bounded_volume_of_its_own(tmp_path):
+    """The SuperLink's and each SuperNode's working folder (where Flower starts each ServerApp and ClientApp) is a tmpfs
+    volume of its own, bounded by FLOWER_APP_FILES_SIZE: not the read-only root (an App writing final_model.npz there got
+    EROFS, exit 201), not a volume another container writes."""
+    compose = _compose()
+    services, volumes = compose["services"], compose["volumes"]
+    options = volumes[APP_FILES_VOLUME]["driver_opts"]
+    assert (options["type"], options["device"]) == ("tmpfs", "tmpfs")
+    assert options["o"] == f"size=${{FLOWER_APP_FILES_SIZE}},uid={KIT.uid},gid={KIT.uid},mode=0700"
+    assert FlowerFederation(generated_dir=tmp_path).setting("FLOWER_APP_FILES_SIZE")  # flower.env sets the bound
+    assert services[SUPERLINK_SERVICE]["working_dir"] == KIT.app_files_dir
+    assert f"{APP_FILES_VOLUME}:{KIT.app_files_dir}" in services[SUPERLINK_SERVICE]["volumes"]
+    assert f"{APP_FILES_VOLUME}:{KIT.app_files_dir}:ro" in services[HOLDER_SERVICE]["volumes"]  # keeps them while the SuperLink restarts
+    writers = [name for name, service in services.items() if f"{APP_FILES_VOLUME}:{KIT.app_files_dir}" in service.get("volumes", [])]
+    assert writers == [SUPERLINK_SERVICE]
+    federation = FlowerFederation(generated_dir=tmp_path, overrides={"FLOWER_DATA_DIR": str(tmp_path), "FLOWER_KEYS_DIR": str(tmp_path)})
+    generated = yaml.safe_load(federation.write_supernodes({"supernode-0": 0, "supernode-1": 1}, 2).read_text())
+    for node in ("supernode-0", "supernode-1"):
+        service = generated["services"][node]
+        assert service["working_dir"] == KIT.app_files_dir
+        assert f"{app_files_volume(node)}:{KIT.app_files_dir}" in service["volumes"]  # its own: not the other node's
+        assert generated["volumes"][app_files_volume(node)] == federation.app_files_volume_options()  # flower.yml's, as written
+
+
+def test_the_lab_s_serverapps_and_clientapps_work_in_a_bounded_volume_of_their_own():
+    """The Ansible roles give the SuperLink and each SuperNode the same working folder on a tmpfs volume of its own."""
+    flower = yaml.safe_load((ANSIBLE_ROLES / "fltest_flower" / "defaults" / "main.yml").read_text())
+    volume_task = (ANSIBLE_ROLES / "fltest_flower" / "tasks" / "app_files_volume.yml").read_text()
+    assert "type=tmpfs" in volume_task and "device=tmpfs" in volume_task
+    assert "o=size={{ fltest_flower_app_files_size }},uid={{ fltest_kit_uid }},gid={{ fltest_kit_uid }},mode=0700" in volume_task
+    assert flower["fltest_flower_superlink_app_files_volume"] != flower["fltest_flower_supernode_app_files_volume"]
+    superlink = (ANSIBLE_ROLES / "fltest_superlink" / "tasks" / "main.yml").read_text()
+    supernode = (ANSIBLE_ROLES / "fltest_supernode" / "tasks" / "main.yml").read_text()
+    assert "'--volume=' ~ fltest_flower_superlink_app_files_volume ~ ':' ~ fltest_kit_app_files_dir, '--workdir=' ~ fltest_kit_app_files_dir" in superlink
+    assert '"--volume={{ fltest_flower_superlink_app_files_volume }}:{{ fltest_kit_app_files_dir }}:ro"' in superlink  # the holder
+    assert '"--volume={{ fltest_flower_supernode_app_files_volume }}:{{ fltest_kit_app_files_dir }}"' in supernode
+    assert '"--workdir={{ fltest_kit_app_files_dir }}"' in supernode
+

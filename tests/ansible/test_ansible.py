@@ -496,7 +496,7 @@ def test_flower_experiment_on_supernodes(lab, stages):
         assert mode == ["600", "10001"]
         mounts = json.loads(docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{json .Mounts}}", "fltest-supernode").stdout)
         assert {m["Destination"]: m["RW"] for m in mounts} == {"/run/secrets/supernode": False, "/run/secrets/tls/ca.crt": False,
-                                                              "/var/lib/fltest/partitions": False}  # fmt: skip
+                                                              "/var/lib/fltest/partitions": False, KIT.app_files_dir: True}  # fmt: skip
     deadline, nodes = time.monotonic() + 90, []
     while time.monotonic() < deadline:
         nodes = online_supernodes()
@@ -610,8 +610,8 @@ def test_flower_experiment_on_supernodes(lab, stages):
     for name in NODES:
         assert docker("exec", f"fltest-ansible-{name}", "docker", "ps", "--all", "--quiet").stdout.split() == [], name
         assert node_state(name) == (True, False), name  # Docker stays; /etc/fltest (token, TLS, keys) is gone
-    volumes = docker("exec", f"fltest-ansible-{head}", "docker", "volume", "ls", "--quiet", "--filter", "name=fltest-superlink-state").stdout
-    assert volumes.split() == []
+    for name in NODES:  # the SuperLink's state and App files volumes, each SuperNode's App files volume
+        assert docker("exec", f"fltest-ansible-{name}", "docker", "volume", "ls", "--quiet", "--filter", "name=fltest-").stdout.split() == []
     again = stages.play(lab, "teardown.yml", stage="teardown.yml again")
     assert again.returncode == 0 and set(recap(again.stdout)) >= set(NODES), again.stdout[-6000:]
     assert all(row["changed"] == 0 for row in recap(again.stdout).values()), again.stdout[-6000:]
