@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import subprocess
 import sys
@@ -11,10 +13,12 @@ import pytest
 import yaml
 
 from deploy.compose import COMPOSE_DIR, compose_cli
+from deploy.commands.fltest_flower import build_parser
 from deploy.flower_emulation.federation import (
     APP_FILES_VOLUME,
     FLEET_ADDRESS,
     FLEET_PORT,
+    FLWR_SERVICE,
     HOLDER_SERVICE,
     OPERATOR_SERVICE,
     PROXY_CONFIG,
@@ -23,12 +27,14 @@ from deploy.flower_emulation.federation import (
     FlowerFederation,
     app_files_volume,
 )
+from deploy.flower_emulation.flwr_in_namespace import check_folder, copy_noting_run_ids, flwr_command
 from deploy.flower_emulation.run_in_namespace import host_paths, operator_command
+from deploy.flower_emulation.runs import OPERATOR_FLWR
 from deploy.kit import KIT, KIT_FILE, env_file_values
-from deploy.node.superlink_flwr import CA_MOUNT, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
+from deploy.node.superlink_flwr import CA_MOUNT, IMAGE_ENV, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
 from fltest.config import load_config
 from fltest.config.schema import ExperimentConfig
-from fltest.errors import FLTestError
+from fltest.errors import FLTestError, InputError
 from tests.conftest import base_config
 
 HARDENING = ("cap_drop", "security_opt", "read_only", "tmpfs", "mem_limit", "pids_limit", "user")
@@ -210,3 +216,59 @@ def test_the_lab_s_serverapps_and_clientapps_work_in_a_bounded_volume_of_their_o
     assert '"--volume={{ fltest_flower_supernode_app_files_volume }}:{{ fltest_kit_app_files_dir }}"' in supernode
     assert '"--workdir={{ fltest_kit_app_files_dir }}"' in supernode
 
+
+def test_the_operator_s_flwr_runs_next_to_the_superlink_with_the_ca_only():
+    service = _compose()["services"][FLWR_SERVICE]
+    assert service["network_mode"] == f"service:{HOLDER_SERVICE}" and service["profiles"] == ["operator"]
+    assert service["volumes"] == [f"${{FLOWER_TLS_DIR}}/superlink/ca.crt:{CA_MOUNT}:ro"]
+    assert service["command"][:len(OPERATOR_FLWR)] == OPERATOR_FLWR
+
+
+def test_fltest_flower_flwr_runs_flwr_as_the_user_in_the_current_folder_which_alone_it_sees(tmp_path):
+    federation = FlowerFederation(generated_dir=tmp_path, overrides={"FLTEST_IMAGE": "fltest:9.9.9"})
+    command, _ = flwr_command(federation, "flwr-1", ["run", ".", "fltest", "--stream"], tmp_path)
+    run = command[command.index("run"):]
+    assert run[run.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}" and run[run.index("--workdir") + 1] == str(tmp_path)
+    assert [run[i + 1] for i, arg in enumerate(run) if arg == "--volume"] == [f"{tmp_path}:{tmp_path}"]
+    assert run[run.index("-e") + 1] == f"{IMAGE_ENV}=fltest:9.9.9" and run[run.index("--name") + 1] == "flwr-1"
+    assert run[run.index(FLWR_SERVICE) + 1:] == [*OPERATOR_FLWR, "run", ".", "fltest", "--stream"]
+
+
+@pytest.mark.parametrize("argv", [["flwr", "run", ".", "fltest", "--stream"], ["flwr", "--help"], ["flwr", "ls", "--format", "json"]])
+def test_every_argument_after_flwr_is_flwr_s(argv):
+    args = build_parser().parse_args(argv)
+    assert (args.command, args.flwr_args) == ("flwr", argv[1:])
+
+
+@pytest.mark.parametrize("folder", ["/", "/usr", "/usr/lib", "/var", "/tmp", "/opt"])
+def test_a_folder_that_would_hide_part_of_the_image_is_refused(folder):
+    with pytest.raises(InputError, match=rf"fltest-flower flwr: run it from your App's folder, not {folder} "):
+        check_folder(Path(folder))
+
+
+def test_an_app_folder_is_accepted(tmp_path):
+    check_folder(tmp_path / "my-app")
+    check_folder(Path("/tmp/my-app"))
+    check_folder(Path("/home/someone/my-app"))
+
+
+def test_flwr_s_output_is_copied_as_it_comes_and_the_run_it_started_noted():
+    output = (b"Using SuperLink: fltest (127.0.0.1:9443)\nSuccessfully started run 4628065833564848337\n"
+              b"INFO :      Starting logstream for run_id `4628065833564848337`\n")  # flwr run --stream, as flwr 1.42 prints it
+    copied, run_ids = io.BytesIO(), []
+    copy_noting_run_ids(io.BytesIO(output), copied, run_ids)
+    assert copied.getvalue() == output and run_ids == [4628065833564848337]
+    run_ids.clear()
+    copy_noting_run_ids(io.BytesIO(b'{\n  "success": true,\n  "run-id": "15852178126510546755",\n}\n'), io.BytesIO(), run_ids)
+    assert run_ids == [15852178126510546755]  # flwr run --format json
+
+
+def test_fltest_flower_flwr_without_the_federation_s_ca_is_one_line_before_any_container(tmp_path):
+    env = {**os.environ, "FLOWER_TLS_DIR": str(tmp_path / "tls")}
+    result = subprocess.run([sys.executable, "-m", "deploy.commands.fltest_flower", "flwr", "ls", "fltest"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"fltest-flower: error: {tmp_path}/tls/superlink/ca.crt: no CA certificate: start the federation first (fltest-flower up)"
+    ]
+    assert not (tmp_path / "tls").exists()  # Docker would have made a root-owned folder of the missing file
