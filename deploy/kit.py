@@ -35,6 +35,7 @@ class Kit:
     ray_node_start_file: str
     superlink_port: int
     fleet_port: int
+    app_files_dir: str
 
     @classmethod
     def read(cls, path: Path = KIT_FILE) -> Kit:
@@ -43,7 +44,8 @@ class Kit:
         return cls(image=values["FLTEST_IMAGE"], uid=int(values["FLTEST_UID"]), home=values["FLTEST_HOME"],
                    work_dir=values["FLTEST_WORK_DIR"], ray_gcs_port=int(values["RAY_GCS_PORT"]),
                    ray_node_start_file=values["RAY_NODE_START_FILE"],
-                   superlink_port=int(values["SUPERLINK_PORT"]), fleet_port=int(values["FLEET_PORT"]))  # fmt: skip
+                   superlink_port=int(values["SUPERLINK_PORT"]), fleet_port=int(values["FLEET_PORT"]),
+                   app_files_dir=values["FLOWER_APP_FILES_DIR"])  # fmt: skip
 
 
 KIT = Kit.read()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import subprocess
 import sys
@@ -11,22 +13,28 @@ import pytest
 import yaml
 
 from deploy.compose import COMPOSE_DIR, compose_cli
+from deploy.commands.fltest_flower import build_parser
 from deploy.flower_emulation.federation import (
+    APP_FILES_VOLUME,
     FLEET_ADDRESS,
     FLEET_PORT,
+    FLWR_SERVICE,
     HOLDER_SERVICE,
     OPERATOR_SERVICE,
     PROXY_CONFIG,
     PROXY_SERVICE,
     SUPERLINK_SERVICE,
     FlowerFederation,
+    app_files_volume,
 )
+from deploy.flower_emulation.flwr_in_namespace import check_folder, copy_noting_run_ids, flwr_command
 from deploy.flower_emulation.run_in_namespace import host_paths, operator_command
+from deploy.flower_emulation.runs import OPERATOR_FLWR
 from deploy.kit import KIT, KIT_FILE, env_file_values
-from deploy.node.superlink_flwr import CA_MOUNT, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
+from deploy.node.superlink_flwr import CA_MOUNT, IMAGE_ENV, SUPERLINK_ADDRESS, SUPERLINK_PORT, TLS_MOUNT
 from fltest.config import load_config
 from fltest.config.schema import ExperimentConfig
-from fltest.errors import FLTestError
+from fltest.errors import FLTestError, InputError
 from tests.conftest import base_config
 
 HARDENING = ("cap_drop", "security_opt", "read_only", "tmpfs", "mem_limit", "pids_limit", "user")
@@ -165,3 +173,102 @@ def test_the_ansible_roles_name_the_same_ports_paths_and_module_as_the_emulation
     assert "'python', '-m', 'deploy.node.superlink_flwr'" in defaults["fltest_flower_flwr"]
     superlink = (COMPOSE_DIR.parent / "ansible" / "roles" / "fltest_superlink" / "tasks" / "main.yml").read_text()
     assert f"/opt/fltest/app/deploy/node/{PROXY_CONFIG.name}" in superlink  # the proxy runs the image's own file
+
+
+ANSIBLE_ROLES = COMPOSE_DIR.parent / "ansible" / "roles"
+
+
+def test_every_serverapp_and_clientapp_works_in_a_bounded_volume_of_its_own(tmp_path):
+    """The SuperLink's and each SuperNode's working folder (where Flower starts each ServerApp and ClientApp) is a tmpfs
+    volume of its own, bounded by FLOWER_APP_FILES_SIZE: not the read-only root (an App writing final_model.npz there got
+    EROFS, exit 201), not a volume another container writes."""
+    compose = _compose()
+    services, volumes = compose["services"], compose["volumes"]
+    options = volumes[APP_FILES_VOLUME]["driver_opts"]
+    assert (options["type"], options["device"]) == ("tmpfs", "tmpfs")
+    assert options["o"] == f"size=${{FLOWER_APP_FILES_SIZE}},uid={KIT.uid},gid={KIT.uid},mode=0700"
+    assert FlowerFederation(generated_dir=tmp_path).setting("FLOWER_APP_FILES_SIZE")  # flower.env sets the bound
+    assert services[SUPERLINK_SERVICE]["working_dir"] == KIT.app_files_dir
+    assert f"{APP_FILES_VOLUME}:{KIT.app_files_dir}" in services[SUPERLINK_SERVICE]["volumes"]
+    assert f"{APP_FILES_VOLUME}:{KIT.app_files_dir}:ro" in services[HOLDER_SERVICE]["volumes"]  # keeps them while the SuperLink restarts
+    writers = [name for name, service in services.items() if f"{APP_FILES_VOLUME}:{KIT.app_files_dir}" in service.get("volumes", [])]
+    assert writers == [SUPERLINK_SERVICE]
+    federation = FlowerFederation(generated_dir=tmp_path, overrides={"FLOWER_DATA_DIR": str(tmp_path), "FLOWER_KEYS_DIR": str(tmp_path)})
+    generated = yaml.safe_load(federation.write_supernodes({"supernode-0": 0, "supernode-1": 1}, 2).read_text())
+    for node in ("supernode-0", "supernode-1"):
+        service = generated["services"][node]
+        assert service["working_dir"] == KIT.app_files_dir
+        assert f"{app_files_volume(node)}:{KIT.app_files_dir}" in service["volumes"]  # its own: not the other node's
+        assert generated["volumes"][app_files_volume(node)] == federation.app_files_volume_options()  # flower.yml's, as written
+
+
+def test_the_lab_s_serverapps_and_clientapps_work_in_a_bounded_volume_of_their_own():
+    """The Ansible roles give the SuperLink and each SuperNode the same working folder on a tmpfs volume of its own."""
+    flower = yaml.safe_load((ANSIBLE_ROLES / "fltest_flower" / "defaults" / "main.yml").read_text())
+    volume_task = (ANSIBLE_ROLES / "fltest_flower" / "tasks" / "app_files_volume.yml").read_text()
+    assert "type=tmpfs" in volume_task and "device=tmpfs" in volume_task
+    assert "o=size={{ fltest_flower_app_files_size }},uid={{ fltest_kit_uid }},gid={{ fltest_kit_uid }},mode=0700" in volume_task
+    assert flower["fltest_flower_superlink_app_files_volume"] != flower["fltest_flower_supernode_app_files_volume"]
+    superlink = (ANSIBLE_ROLES / "fltest_superlink" / "tasks" / "main.yml").read_text()
+    supernode = (ANSIBLE_ROLES / "fltest_supernode" / "tasks" / "main.yml").read_text()
+    assert "'--volume=' ~ fltest_flower_superlink_app_files_volume ~ ':' ~ fltest_kit_app_files_dir, '--workdir=' ~ fltest_kit_app_files_dir" in superlink
+    assert '"--volume={{ fltest_flower_superlink_app_files_volume }}:{{ fltest_kit_app_files_dir }}:ro"' in superlink  # the holder
+    assert '"--volume={{ fltest_flower_supernode_app_files_volume }}:{{ fltest_kit_app_files_dir }}"' in supernode
+    assert '"--workdir={{ fltest_kit_app_files_dir }}"' in supernode
+
+
+def test_the_operator_s_flwr_runs_next_to_the_superlink_with_the_ca_only():
+    service = _compose()["services"][FLWR_SERVICE]
+    assert service["network_mode"] == f"service:{HOLDER_SERVICE}" and service["profiles"] == ["operator"]
+    assert service["volumes"] == [f"${{FLOWER_TLS_DIR}}/superlink/ca.crt:{CA_MOUNT}:ro"]
+    assert service["command"][:len(OPERATOR_FLWR)] == OPERATOR_FLWR
+
+
+def test_fltest_flower_flwr_runs_flwr_as_the_user_in_the_current_folder_which_alone_it_sees(tmp_path):
+    federation = FlowerFederation(generated_dir=tmp_path, overrides={"FLTEST_IMAGE": "fltest:9.9.9"})
+    command, _ = flwr_command(federation, "flwr-1", ["run", ".", "fltest", "--stream"], tmp_path)
+    run = command[command.index("run"):]
+    assert run[run.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}" and run[run.index("--workdir") + 1] == str(tmp_path)
+    assert [run[i + 1] for i, arg in enumerate(run) if arg == "--volume"] == [f"{tmp_path}:{tmp_path}"]
+    assert run[run.index("-e") + 1] == f"{IMAGE_ENV}=fltest:9.9.9" and run[run.index("--name") + 1] == "flwr-1"
+    assert run[run.index(FLWR_SERVICE) + 1:] == [*OPERATOR_FLWR, "run", ".", "fltest", "--stream"]
+
+
+@pytest.mark.parametrize("argv", [["flwr", "run", ".", "fltest", "--stream"], ["flwr", "--help"], ["flwr", "ls", "--format", "json"]])
+def test_every_argument_after_flwr_is_flwr_s(argv):
+    args = build_parser().parse_args(argv)
+    assert (args.command, args.flwr_args) == ("flwr", argv[1:])
+
+
+@pytest.mark.parametrize("folder", ["/", "/usr", "/usr/lib", "/var", "/tmp", "/opt"])
+def test_a_folder_that_would_hide_part_of_the_image_is_refused(folder):
+    with pytest.raises(InputError, match=rf"fltest-flower flwr: run it from your App's folder, not {folder} "):
+        check_folder(Path(folder))
+
+
+def test_an_app_folder_is_accepted(tmp_path):
+    check_folder(tmp_path / "my-app")
+    check_folder(Path("/tmp/my-app"))
+    check_folder(Path("/home/someone/my-app"))
+
+
+def test_flwr_s_output_is_copied_as_it_comes_and_the_run_it_started_noted():
+    output = (b"Using SuperLink: fltest (127.0.0.1:9443)\nSuccessfully started run 4628065833564848337\n"
+              b"INFO :      Starting logstream for run_id `4628065833564848337`\n")  # flwr run --stream, as flwr 1.42 prints it
+    copied, run_ids = io.BytesIO(), []
+    copy_noting_run_ids(io.BytesIO(output), copied, run_ids)
+    assert copied.getvalue() == output and run_ids == [4628065833564848337]
+    run_ids.clear()
+    copy_noting_run_ids(io.BytesIO(b'{\n  "success": true,\n  "run-id": "15852178126510546755",\n}\n'), io.BytesIO(), run_ids)
+    assert run_ids == [15852178126510546755]  # flwr run --format json
+
+
+def test_fltest_flower_flwr_without_the_federation_s_ca_is_one_line_before_any_container(tmp_path):
+    env = {**os.environ, "FLOWER_TLS_DIR": str(tmp_path / "tls")}
+    result = subprocess.run([sys.executable, "-m", "deploy.commands.fltest_flower", "flwr", "ls", "fltest"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"fltest-flower: error: {tmp_path}/tls/superlink/ca.crt: no CA certificate: start the federation first (fltest-flower up)"
+    ]
+    assert not (tmp_path / "tls").exists()  # Docker would have made a root-owned folder of the missing file

@@ -2,7 +2,8 @@
 
 The SuperLink's Control API is reachable only inside its own network namespace: ``list``,
 ``register`` and ``unregister`` run ``flwr`` in the SuperLink's container, ``run`` runs
-``fltest run`` in a one-off container there.
+``fltest run`` in a one-off container there, ``flwr`` the operator's flwr (any Flower App), and
+``files`` copies what the Apps wrote in their working folders to the host.
 """
 
 from __future__ import annotations
@@ -77,12 +78,17 @@ def _register(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    """Print the SuperNodes the SuperLink knows; exit 1 if it knows none, or not the ones ``up`` registered."""
+    """Print the SuperNodes the SuperLink knows, then its Flower runs (``run <id> ...``: fltest's and any other App's);
+    exit 1 if it knows no SuperNode, or not the ones ``up`` registered."""
+    from deploy.flower_emulation.runs import describe_flower_run, flower_runs
+
     federation = _federation(args)
     names = {node_id: name for name, node_id in federation.node_ids().items()}
     nodes = federation.registered()
     for node in nodes:
         print(f"{node['node-id']:>20}  {node['status']:12}  {names.get(int(node['node-id']), '-')}")
+    for run in flower_runs(federation):
+        print(describe_flower_run(run))
     lost = sorted(set(federation.node_ids()) - set(federation.known_node_ids(nodes)))
     if not nodes:
         raise FLTestError(f"SuperLink of project {federation.name}: knows no SuperNode (state lost? fltest-flower up registers the keys again)")
@@ -103,9 +109,25 @@ def _run(args: argparse.Namespace) -> int:
     return run_in_namespace(_federation(args), Path(args.config), Path(args.results_dir) if args.results_dir else None)
 
 
+def _flwr(args: argparse.Namespace) -> int:
+    from deploy.flower_emulation.flwr_in_namespace import flwr_in_namespace
+
+    return flwr_in_namespace(_federation(args), args.flwr_args)
+
+
+def _files(args: argparse.Namespace) -> int:
+    from deploy.flower_emulation.app_files import fetch_app_files
+
+    for copied in fetch_app_files(_federation(args), Path(args.out).resolve()):
+        print(copied)
+    return 0
+
+
 def _stop_runs(federation: FlowerFederation, restart: bool = True) -> None:
-    """Stop the experiments running next to the SuperLink (as Ctrl-C), then every Flower run still unfinished on it;
-    with ``restart``, restart the SuperNodes after a stop (see :func:`deploy.flower_emulation.runs.restart_supernodes`)."""
+    """Stop the experiments and the operator's flwr commands running next to the SuperLink (as Ctrl-C), then every
+    Flower run still unfinished on it (fltest's and any other App's); with ``restart``, restart the SuperNodes after
+    a stop (see :func:`deploy.flower_emulation.runs.restart_supernodes`)."""
+    from deploy.flower_emulation.federation import FLWR_SERVICE, OPERATOR_SERVICE
     from deploy.flower_emulation.runs import (
         describe_operator,
         restart_supernodes,
@@ -115,7 +137,7 @@ def _stop_runs(federation: FlowerFederation, restart: bool = True) -> None:
         unfinished_flower_runs,
     )
 
-    operators = running_operators(federation)
+    operators = running_operators(federation, OPERATOR_SERVICE) + running_operators(federation, FLWR_SERVICE)
     for container in operators:
         print(f"{describe_operator(container)}: {stop_operator(container)}")
     if not federation.containers(federation.docker(), SUPERLINK_SERVICE):
@@ -161,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     register = sub.add_parser("register", help="register a SuperNode's public key; prints its node id")
     register.add_argument("node", help="e.g. supernode-0")
     register.set_defaults(handler=_register)
-    sub.add_parser("list", help="the SuperNodes the SuperLink knows").set_defaults(handler=_list)
+    sub.add_parser("list", help="the SuperNodes the SuperLink knows, then its Flower runs").set_defaults(handler=_list)
     unregister = sub.add_parser("unregister", help="remove a SuperNode from the SuperLink")
     unregister.add_argument("node_id", type=int)
     unregister.set_defaults(handler=_unregister)
@@ -169,7 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config")
     run.add_argument("--results-dir", help="default: the config's output.dir")
     run.set_defaults(handler=_run)
-    sub.add_parser("stop", help="stop the experiment running next to the SuperLink (as Ctrl-C) and every unfinished Flower run"
+    # Every argument after `flwr` is flwr's, even one starting with a dash (no prefix character of its own).
+    flwr = sub.add_parser("flwr", add_help=False, prefix_chars="\0",
+                          help="flwr <args> next to the SuperLink, in this folder (connection fltest): flwr run . fltest --stream")
+    flwr.add_argument("flwr_args", nargs=argparse.REMAINDER)
+    flwr.set_defaults(handler=_flwr)
+    files = sub.add_parser("files", help="copy what Flower Apps wrote in their working folders to <out>/<service>/")
+    files.add_argument("--out", default="app-files", help="host folder (default: app-files)")
+    files.set_defaults(handler=_files)
+    sub.add_parser("stop", help="stop what runs next to the SuperLink (as Ctrl-C: fltest run, flwr) and every unfinished Flower run"
                    ).set_defaults(handler=_stop)  # fmt: skip
     sub.add_parser("down", help="stop what runs, then remove the containers, network and volumes").set_defaults(handler=_down)
     return parser

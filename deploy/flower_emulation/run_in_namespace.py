@@ -24,6 +24,8 @@ import yaml
 
 from deploy.flower_emulation.federation import OPERATOR_SERVICE, FlowerFederation
 from deploy.flower_emulation.runs import (
+    COMPOSE_END_WAIT_S,
+    container_of,
     flower_runs_of,
     refuse_if_running,
     restart_supernodes,
@@ -34,9 +36,6 @@ from fltest.config.loader import config_path as resolve_config_path
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
-
-COMPOSE_END_WAIT_S = 15.0  # for compose to end (and remove its one-off container) once the container stopped
-
 
 def host_paths(config: ExperimentConfig, config_path: Path, home: str) -> dict[Path, Path]:
     """The host files and folders ``fltest run`` reads for ``config``, each at the path fltest in the container reads it.
@@ -96,7 +95,7 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
     try:
         return compose.wait()
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM here: stop the run where it runs
-        container = _container_of(federation, name, compose)
+        container = container_of(federation, name, compose)
         outcome = stop_operator(container) if container is not None else "had ended"
         try:
             compose.wait(COMPOSE_END_WAIT_S)
@@ -109,20 +108,3 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
                              f"its rounds so far and summary: {results / config.name}")  # fmt: skip
         raise
 
-
-def _container_of(federation: FlowerFederation, name: str, compose: subprocess.Popen):
-    """The container ``name`` that ``compose`` runs; ``None`` once compose has ended without one.
-
-    A stop signal may come while compose still creates the container: it is waited for (compose, in a
-    session of its own, goes on creating and starting it), up to :data:`COMPOSE_END_WAIT_S`.
-    """
-    import docker.errors
-
-    deadline = time.monotonic() + COMPOSE_END_WAIT_S
-    while True:
-        try:
-            return federation.docker().containers.get(name)
-        except docker.errors.NotFound:
-            if compose.poll() is not None or time.monotonic() > deadline:
-                return None
-            time.sleep(0.2)

@@ -6,6 +6,8 @@ killed outright) refuses the next run, naming it. Stopping it is SIGINT to the c
 init hands it to fltest, which stops its Flower run on the SuperLink (``flwr stop``), records the
 rounds so far with a summary saying ``interrupted`` and exits 130. A Flower run left unfinished
 after that (an operator killed outright) is stopped with ``flwr stop`` in the SuperLink's container.
+``fltest-flower flwr`` runs the operator's ``flwr`` in a one-off ``flwr`` container there: any Flower
+App's runs, which the SuperLink lists and stops as fltest's own.
 
 After a Flower run was stopped the SuperNodes are restarted (:func:`restart_supernodes`): a Flower
 1.42 SuperNode that is receiving a message when its run stops keeps that message, answers it, and
@@ -15,7 +17,9 @@ from then on sends every reply one message late, so the next run's first questio
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 from deploy.compose import SERVICE_LABEL
@@ -29,16 +33,38 @@ from fltest.errors import FLTestError, RunFailed
 SUPERNODE_RESTART_TIMEOUT_S = 10  # a SuperNode's stop on SIGTERM, before Docker kills it
 ONLINE_WAIT_S = 120.0  # for the restarted SuperNodes to be online again
 FINISHED = "finished"  # a Flower run's status once it ended: finished:completed, finished:stopped, finished:failed
+OPERATOR_FLWR = ["python", "-m", "deploy.node.superlink_flwr"]  # the command of a `flwr` container, before flwr's arguments
+COMPOSE_END_WAIT_S = 15.0  # for compose to create its one-off container, or to end (and remove it) once it stopped
 
 
-def running_operators(federation: FlowerFederation) -> list:
-    """The operator containers of the project that still run, oldest first."""
-    return federation.containers(federation.docker(), OPERATOR_SERVICE)
+def running_operators(federation: FlowerFederation, service: str = OPERATOR_SERVICE) -> list:
+    """The one-off containers of ``service`` (``operator``: fltest runs; ``flwr``: the operator's flwr) that still run, oldest first."""
+    return federation.containers(federation.docker(), service)
 
 
 def describe_operator(container) -> str:
-    """An operator container as error lines name it: its name and its command."""
-    return f"container {container.name} ({' '.join(container.attrs['Config']['Cmd'] or [])})"
+    """An operator container as error lines name it: its name and its command (``flwr ...`` for the operator's flwr)."""
+    command = container.attrs["Config"]["Cmd"] or []
+    command = ["flwr", *command[len(OPERATOR_FLWR):]] if command[:len(OPERATOR_FLWR)] == OPERATOR_FLWR else command
+    return f"container {container.name} ({' '.join(command)})"
+
+
+def container_of(federation: FlowerFederation, name: str, compose: subprocess.Popen):
+    """The one-off container ``name`` that ``compose`` runs; ``None`` once compose has ended without one.
+
+    A stop signal may come while compose still creates the container: it is waited for (compose, in a
+    session of its own, goes on creating and starting it), up to :data:`COMPOSE_END_WAIT_S`.
+    """
+    import docker.errors
+
+    deadline = time.monotonic() + COMPOSE_END_WAIT_S
+    while True:
+        try:
+            return federation.docker().containers.get(name)
+        except docker.errors.NotFound:
+            if compose.poll() is not None or time.monotonic() > deadline:
+                return None
+            time.sleep(0.2)
 
 
 def refuse_if_running(federation: FlowerFederation) -> None:
@@ -79,10 +105,20 @@ def flower_run_status(federation: FlowerFederation, run_id: int) -> str:
     return str(runs[0].get("status", "unknown")) if runs else "unknown"
 
 
+def flower_runs(federation: FlowerFederation) -> list[dict]:
+    """Every Flower run the SuperLink knows (fltest's and any other App's), as ``flwr ls`` lists them, oldest first."""
+    return sorted(federation.flwr("ls", CONNECTION)["runs"], key=lambda run: str(run.get("pending-at", "")))
+
+
+def describe_flower_run(run: dict) -> str:
+    """One Flower run as ``fltest-flower list`` shows it: ``run <id>  <status>  <App id> <version>  <seconds> s``."""
+    return f"run {run['run-id']:>20}  {run.get('status', '?'):20}  {run.get('fab-id', '?')} {run.get('fab-version', '')}  " \
+           f"{float(run.get('elapsed') or 0):.1f} s"  # fmt: skip
+
+
 def unfinished_flower_runs(federation: FlowerFederation) -> list[int]:
     """The Flower runs on the SuperLink that have not finished (pending, starting, running)."""
-    runs = federation.flwr("ls", CONNECTION)["runs"]
-    return [int(run["run-id"]) for run in runs if not str(run.get("status", "")).startswith(FINISHED)]
+    return [int(run["run-id"]) for run in flower_runs(federation) if not str(run.get("status", "")).startswith(FINISHED)]
 
 
 def stop_flower_runs(federation: FlowerFederation, run_ids: list[int]) -> list[int]:

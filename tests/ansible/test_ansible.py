@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -29,7 +30,8 @@ pytestmark = pytest.mark.ansible
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
-PLAYBOOKS = ["cluster.yml", "run.yml", "stop.yml", "teardown.yml", "status.yml"]
+PLAYBOOKS = ["cluster.yml", "run.yml", "stop.yml", "teardown.yml", "status.yml", "flwr.yml"]
+APP = REPO / "tests" / "flower_app"  # the tests' own Flower App (2 rounds; final_model.npz; client-<partition id>.txt)
 TIER = "ansible tier"  # the prefix of this tier's progress lines (tests/conftest.py: progress)
 NODE_IMAGE = "fltest-node:bookworm"
 SOURCE_IMAGE = os.environ.get("FLTEST_IMAGE", KIT.image)
@@ -576,13 +578,6 @@ def online_supernodes() -> list[dict]:
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
 
 
-def flower_run_status(run_id: int) -> str:
-    """A Flower run's status as the SuperLink lists it, asked in its container on the head node."""
-    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.node.superlink_flwr",
-                    "ls", "fltest", "--run-id", str(run_id), "--format", "json")  # fmt: skip
-    return json.loads(listed.stdout)["runs"][0]["status"]
-
-
 def online_ids() -> set[str]:
     """The node ids the SuperLink lists online."""
     return {n["node-id"] for n in online_supernodes() if n.get("status") == "online"}
@@ -593,6 +588,37 @@ def node_probe(node: str, requests: list, user: str = "root") -> dict:
     result = docker("exec", "--user", user, f"fltest-ansible-{node}", "python3", "-c", PROBE, json.dumps(requests), check=False)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def flower_run_status(run_id: str) -> str:
+    """Flower run ``run_id``'s status, asked in the SuperLink's container on the head node."""
+    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.node.superlink_flwr",
+                    "ls", "fltest", "--run-id", run_id, "--format", "json", check=False)  # fmt: skip
+    return json.loads(listed.stdout)["runs"][0]["status"] if listed.stdout.strip().startswith("{") else listed.stderr
+
+
+def flower_app_through_flwr_yml(lab: Path, stages: Stages) -> str:
+    """The tests' own Flower App on the lab's federation through flwr.yml, as a user runs theirs: submitted (its run id
+    printed), followed to its end with ``flwr log``, its files (the ServerApp's final_model.npz, each ClientApp's file,
+    written in their working folders) copied to the controller; returns its run id."""
+    head, worker = NODES
+    submitted = stages.play(lab, "flwr.yml", "-e", f"fltest_flwr_app={APP}", stage="flwr.yml: the tests' Flower App submitted")
+    assert submitted.returncode == 0, submitted.stdout[-6000:] + submitted.stderr[-3000:]
+    run_id = re.search(r"Successfully started run (\d+)", submitted.stdout).group(1)
+    followed = stages.play(lab, "flwr.yml", "-e", json.dumps({"fltest_flwr_args": ["log", run_id, "fltest"]}),
+                           stage="flwr.yml: flwr log until the App's run ends")  # fmt: skip
+    assert followed.returncode == 0, followed.stdout[-6000:]
+    assert "tiny-app: 2 rounds on 2 SuperNodes, model saved to final_model.npz" in followed.stdout, followed.stdout[-6000:]
+    assert flower_run_status(run_id) == "finished:completed"
+    files = lab / "app-files"
+    fetched = stages.play(lab, "flwr.yml", "-e", f"fltest_flwr_files={files}", stage="flwr.yml: the App files to the controller")
+    assert fetched.returncode == 0, fetched.stdout[-6000:]
+    model = np.load(files / head / "superlink" / "final_model.npz")
+    assert [array.tolist() for array in model.values()] == [[3.0, 3.0, 3.0]]  # 2 rounds of the mean of (partition id + 1)
+    assert (files / head / "supernode" / "client-0.txt").read_text() == "round 1\nround 2\n"  # read data-path's partition 0
+    assert (files / worker / "supernode" / "client-1.txt").read_text() == "round 1\nround 2\n"
+    assert owners(files) == {os.getuid()}
+    return run_id
 
 
 def test_flower_experiment_on_supernodes(lab, stages):
@@ -613,7 +639,7 @@ def test_flower_experiment_on_supernodes(lab, stages):
         assert mode == ["600", "10001"]
         mounts = json.loads(docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{json .Mounts}}", "fltest-supernode").stdout)
         assert {m["Destination"]: m["RW"] for m in mounts} == {"/run/secrets/supernode": False, "/run/secrets/tls/ca.crt": False,
-                                                              "/var/lib/fltest/partitions": False}  # fmt: skip
+                                                              "/var/lib/fltest/partitions": False, KIT.app_files_dir: True}  # fmt: skip
     deadline, nodes = time.monotonic() + 90, []
     while time.monotonic() < deadline:
         nodes = online_supernodes()
@@ -675,6 +701,8 @@ def test_flower_experiment_on_supernodes(lab, stages):
         link = docker("exec", f"fltest-ansible-{name}", "readlink", "/var/lib/fltest/flower/partitions/current").stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{8,}", link), (name, link)
 
+    app_run_id = flower_app_through_flwr_yml(lab, stages)
+
     head_containers = ("fltest-ray-head", "fltest-superlink-net", "fltest-superlink", "fltest-fleet-proxy", "fltest-supernode")
     for name, containers in ((head, head_containers), (worker, ("fltest-ray-worker", "fltest-supernode"))):
         for container in containers:
@@ -691,7 +719,7 @@ def test_flower_experiment_on_supernodes(lab, stages):
                                                f" its rounds so far and summary: {stopped_results}/ansible-flower"), output[-6000:]  # fmt: skip
     summary = json.loads((stopped_results / "ansible-flower" / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
-    assert flower_run_status(summary["flower_run_id"]) == "finished:stopped"
+    assert flower_run_status(str(summary["flower_run_id"])) == "finished:stopped"
     assert docker("exec", f"fltest-ansible-{head}", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-operator").stdout.split() == []
     assert staged_folders()[head] == []
 
@@ -721,6 +749,7 @@ def test_flower_experiment_on_supernodes(lab, stages):
     broken = stages.play(lab, "status.yml", stage="status.yml (worker's SuperNode stopped)")
     assert broken.returncode == 2, broken.stdout[-6000:]
     assert re.search(r"cluster not whole: e2e-worker \(fltest-supernode exited", broken.stdout), broken.stdout[-6000:]
+    assert f'"Flower run {app_run_id} finished:completed fltest-tests/tiny-app"' in broken.stdout, broken.stdout[-6000:]  # a user's App's run
 
     # The SuperLink lost its registrations (container and state volume removed): cluster.yml sees it from the
     # SuperLink's own list, registers the keys again, starts what is stopped and waits until every SuperNode is online.
@@ -744,8 +773,8 @@ def test_flower_experiment_on_supernodes(lab, stages):
     for name in NODES:
         assert docker("exec", f"fltest-ansible-{name}", "docker", "ps", "--all", "--quiet").stdout.split() == [], name
         assert node_state(name) == (True, False), name  # Docker stays; /etc/fltest (token, TLS, keys) is gone
-    volumes = docker("exec", f"fltest-ansible-{head}", "docker", "volume", "ls", "--quiet", "--filter", "name=fltest-superlink-state").stdout
-    assert volumes.split() == []
+    for name in NODES:  # the SuperLink's state and App files volumes, each SuperNode's App files volume
+        assert docker("exec", f"fltest-ansible-{name}", "docker", "volume", "ls", "--quiet", "--filter", "name=fltest-").stdout.split() == []
     again = stages.play(lab, "teardown.yml", stage="teardown.yml again")
     assert again.returncode == 0 and set(recap(again.stdout)) >= set(NODES), again.stdout[-6000:]
     assert all(row["changed"] == 0 for row in recap(again.stdout).values()), again.stdout[-6000:]

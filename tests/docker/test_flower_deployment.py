@@ -2,8 +2,10 @@
 
 The SuperNodes each hold their own ECDSA P-384 key and their own partition; ``fltest-flower run``
 submits fltest's Flower App with ``flwr run`` from the SuperLink's own network namespace and the
-run must match the reference backend. Nobody else reaches the Control API: not a local user
-(through any address of the project's containers), not a SuperNode; every container is hardened.
+run must match the reference backend; ``fltest-flower flwr run . fltest`` submits a Flower App of
+the user's own (tests/flower_app), whose files come back with ``fltest-flower files``. Nobody else
+reaches the Control API: not a local user (through any address of the project's containers), not a
+SuperNode; every container is hardened.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from deploy.flower_emulation.federation import FlowerFederation, supernode_name
 from deploy.images import IMAGE
+from deploy.kit import KIT
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
 from fltest.backends.flwr_deployment.connection import CONNECTION
 from fltest.config.schema import ExperimentConfig
@@ -49,6 +54,8 @@ REFUSED_EXIT = 1  # a SuperNode the SuperLink refuses: Flower logs its exit code
 RUN_TIMEOUT_S = 300  # a whole 3-round run, with room for a loaded host (measured 65-145 s)
 SETUP_BOUND_S = 120  # the operator container's and fltest's start-up, the shards, one question to the SuperLink (50 s at load 15)
 HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
+APP = REPO / "tests" / "flower_app"  # the tests' own Flower App: 2 rounds, final_model.npz, a client-<id>.txt per SuperNode
+LONG_RUN = "num-server-rounds=100 train-seconds=1.0"  # the App's run config for a run that outlasts a test step
 
 
 def _config(federation: FlowerFederation, ca: Path) -> ExperimentConfig:
@@ -263,6 +270,147 @@ def test_run_on_the_federation_matches_the_reference(federation, tier_report):
     tier_report(f"flower: fltest-flower run, {ROUNDS} rounds on {len(NODES)} SuperNodes (with the reference) in {elapsed:.1f} s")
 
 
+def _user_app(root: Path, name: str, *dependencies: str) -> Path:
+    """A copy of the tests' Flower App in a folder of the user's, its pyproject.toml needing ``dependencies`` too."""
+    folder = root / name
+    shutil.copytree(APP, folder)
+    pyproject = folder / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('    "numpy>=2.0",\n', '    "numpy>=2.0",\n' + "".join(f'    "{d}",\n' for d in dependencies)))
+    return folder
+
+
+def _fltest_flwr(federation, folder: Path, *args: str, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """``fltest-flower flwr <args>`` run from ``folder``, as a user runs it from their App's folder."""
+    command = [sys.executable, "-m", "deploy.commands.fltest_flower", "flwr", *args]
+    return subprocess.run(command, cwd=folder, env=_flower_env(federation), capture_output=True, text=True, timeout=timeout)
+
+
+def _started_run(output: str) -> int:
+    found = re.search(r"Successfully started run (\d+)", output)
+    assert found, output[-3000:]
+    return int(found.group(1))
+
+
+def _run_lines(listed: str) -> list[str]:
+    """The Flower runs ``fltest-flower list`` shows after the SuperNodes."""
+    return [line for line in listed.splitlines() if line.startswith("run ")]
+
+
+def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_come_back(federation, docker_client, tier_report):
+    """The issue's measured failure: a Flower App (not fltest's) had no way onto the federation, and its ServerApp's
+    final_model.npz failed with EROFS in the read-only container (exit 201). Now, from the App's folder, ``fltest-flower
+    flwr run . fltest --stream`` runs it to the end; each ClientApp read its partition from the ``data-path`` of its node
+    config; ``fltest-flower list`` lists the run beside fltest's own; ``fltest-flower files`` brings back what the
+    ServerApp and each ClientApp wrote in their working folders, bounded tmpfs volumes of their own."""
+    federation, _, root = federation
+    folder = _user_app(root, "my-app")
+    start = time.monotonic()
+    result = _fltest_flwr(federation, folder, "run", ".", "fltest", "--stream")
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_id = _started_run(result.stdout)
+    assert f"tiny-app: 2 rounds on {len(NODES)} SuperNodes, model saved to final_model.npz" in result.stdout  # the ServerApp's log
+    assert _flower_run_status(federation, run_id) == "finished:completed"
+    listed = _flower_cli(federation, "list")
+    assert listed.returncode == 0, listed.stderr
+    (line,) = [line for line in _run_lines(listed.stdout) if line.split()[1] == str(run_id)]
+    assert re.fullmatch(rf"run +{run_id}  finished:completed +fltest-tests/tiny-app 1\.0\.0  [\d.]+ s", line), line
+    assert any(" fltest/fltest-app " in line for line in _run_lines(listed.stdout))  # fltest's own run of this module, the same way
+
+    out = root / "app-files"
+    files = _flower_cli(federation, "files", "--out", str(out))
+    assert files.returncode == 0, files.stderr
+    assert files.stdout.splitlines()[0].startswith("superlink: 1 file, ") and files.stdout.splitlines()[0].endswith(f" -> {out}/superlink")
+    model = np.load(out / "superlink" / "final_model.npz")
+    assert [array.tolist() for array in model.values()] == [[3.0, 3.0, 3.0]]  # 2 rounds of the mean of (partition id + 1) over 2 nodes
+    for partition_id, node in enumerate(NODES):
+        assert (out / node / f"client-{partition_id}.txt").read_text() == "round 1\nround 2\n"
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in out.rglob("*")} == {(os.getuid(), os.getgid())}
+
+    size = _memory_bytes(federation.setting("FLOWER_APP_FILES_SIZE"))
+    volumes = set()
+    for service in ("superlink", *NODES):
+        container = _container(federation, docker_client, service)
+        assert container.attrs["Config"]["WorkingDir"] == KIT.app_files_dir, service
+        mount = {m["Destination"]: m for m in container.attrs["Mounts"]}[KIT.app_files_dir]
+        assert mount["Type"] == "volume" and mount["RW"] is True, (service, mount)
+        options = docker_client.volumes.get(mount["Name"]).attrs["Options"]
+        assert options["type"] == "tmpfs" and f"size={federation.setting('FLOWER_APP_FILES_SIZE')}" in options["o"], (service, options)
+        statvfs = f"import os; s = os.statvfs({KIT.app_files_dir!r}); print(s.f_blocks * s.f_frsize)"
+        assert int(container.exec_run(["python", "-c", statvfs]).output) == size, service  # bounded: the tmpfs's own size
+        volumes.add(mount["Name"])
+    assert len(volumes) == 1 + len(NODES)  # a volume of its own per container
+    tier_report(f"flower: the tests' own Flower App through fltest-flower flwr, 2 rounds, in {elapsed:.1f} s; its files back")
+
+
+def test_ctrl_c_on_a_streamed_flwr_run_stops_the_flower_run(federation, docker_client, tier_report):
+    """flwr's own Ctrl-C only stops following a streamed run (checked with Flower 1.42: it exits 0, the run goes on).
+    Ctrl-C on ``fltest-flower flwr run . fltest --stream`` stops the run too: exit 130 and one line naming it."""
+    federation, _, root = federation
+    folder = _user_app(root, "my-long-app")
+    command = [sys.executable, "-m", "deploy.commands.fltest_flower", "flwr", "run", ".", "fltest", "--stream", "--run-config", LONG_RUN]
+    process = subprocess.Popen(command, cwd=folder, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    lines: list[str] = []
+    round_2 = threading.Event()
+
+    def follow() -> None:
+        for line in process.stdout:
+            lines.append(line)
+            if "[ROUND 2/" in line:
+                round_2.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    try:
+        assert round_2.wait(RUN_TIMEOUT_S), "".join(lines)[-3000:]
+        os.killpg(process.pid, signal.SIGINT)
+        signalled = time.monotonic()
+        _, stderr = process.communicate(timeout=120)
+        stopped_after = time.monotonic() - signalled
+    finally:
+        if process.poll() is None:
+            process.kill()
+    run_id = _started_run("".join(lines))
+    tier_report(f"flower: fltest-flower flwr run --stream stopped by Ctrl-C at round 2: exit {process.returncode} after {stopped_after:.1f} s")
+    assert process.returncode == 130, stderr[-3000:]
+    assert re.fullmatch(rf"fltest-flower: interrupted \(SIGINT\): flwr in {PROJECT}-flwr-\d{{8}}-\d{{6}} stopped; Flower run {run_id} "
+                        r"stopped \(flwr stop\)", stderr.strip().splitlines()[-1]), stderr[-3000:]  # fmt: skip
+    assert _flower_run_status(federation, run_id) == "finished:stopped"
+    assert federation.containers(docker_client, "flwr", include_stopped=True) == []
+
+
+def test_an_app_run_is_listed_while_it_runs_and_fltest_flower_stop_stops_it(federation, docker_client):
+    """``flwr run`` without --stream returns once the run is submitted; ``fltest-flower list`` shows it unfinished and
+    ``fltest-flower stop`` (which ``down`` plays first) stops it, as it stops fltest's own."""
+    federation, _, root = federation
+    result = _fltest_flwr(federation, _user_app(root, "my-app-to-stop"), "run", ".", "fltest", "--run-config", LONG_RUN)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_id = _started_run(result.stdout)
+    listed = _flower_cli(federation, "list")
+    (line,) = [line for line in _run_lines(listed.stdout) if line.split()[1] == str(run_id)]
+    assert line.split()[2] in ("pending", "starting", "running"), line
+    stop = _flower_cli(federation, "stop")
+    assert stop.returncode == 0, stop.stderr
+    assert f"Flower run {run_id}: stopped (flwr stop)" in stop.stdout.splitlines()
+    assert _flower_run_status(federation, run_id) == "finished:stopped"
+
+
+def test_an_app_needing_a_package_the_image_lacks_is_refused_in_one_line_before_it_is_submitted(federation):
+    """The kit installs nothing at run time: an App whose pyproject.toml needs torch (not in the default image) is refused
+    before flwr submits it, naming the package and the image variant to build."""
+    federation, _, root = federation
+    folder = _user_app(root, "torch-app", "torch>=2.0")
+    before = len(federation.flwr("ls", CONNECTION)["runs"])
+    result = _fltest_flwr(federation, folder, "run", ".", "fltest", "--stream")
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    assert [line for line in result.stderr.splitlines() if line.startswith("flwr run: ")] == [
+        f"flwr run: {folder}/pyproject.toml: project.dependencies: torch>=2.0: not in the image {IMAGE}, and the kit installs nothing "
+        f"at run time; build the image variant that has it: fltest-deploy build --extras torch, then run the federation on {IMAGE}-torch "
+        "(FLTEST_IMAGE for fltest-flower up, fltest_image for cluster.yml)"
+    ], result.stderr  # fmt: skip
+    assert len(federation.flwr("ls", CONNECTION)["runs"]) == before  # nothing submitted
+
+
 def _wait_for(ready, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
@@ -468,7 +616,7 @@ def test_superlink_restart_keeps_registrations_and_the_next_run_completes(federa
     recovery = time.monotonic() - restarted
     listed = _flower_cli(federation, "list")
     assert listed.returncode == 0, listed.stderr
-    assert sorted(line.split()[2] for line in listed.stdout.splitlines()) == NODES
+    assert sorted(line.split()[2] for line in listed.stdout.splitlines() if line not in _run_lines(listed.stdout)) == NODES
     start = time.monotonic()
     result = _flower_cli(federation, "run", str(_cli_config(config, root, "restarted", round_timeout_s=180)), "--results-dir",
                          str(root / "results-restarted"), timeout=RUN_TIMEOUT_S)  # fmt: skip
