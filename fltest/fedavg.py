@@ -16,6 +16,7 @@ from fltest.config.schema import ExperimentConfig
 from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
 from fltest.hooks import Hooks, Metrics, check_metrics
 from fltest.model import Model, load_model
+from fltest.model.load import naming_the_model, trained_params
 from fltest.params import Params
 
 
@@ -64,12 +65,15 @@ def client_update(
         replaced = hooks.before_local_training(partition_id, server_round, x, y)
         if replaced is not None:
             x, y = replaced
-    result = load_model(config.model).train(params, x, y, config.training, client_seed(config.seed, server_round, partition_id))
+    model, where = load_model(config.model), f"on client {partition_id} in round {server_round}"
+    with naming_the_model(model, "train", where):
+        result = model.train(params, x, y, config.training, client_seed(config.seed, server_round, partition_id))
+    trained = trained_params(model, result.params, params, where)
     metrics: Metrics = check_metrics("the model's train", result.metrics)
     if hooks.after_local_training is not None:
-        extra = hooks.after_local_training(partition_id, server_round, params, result.params)
+        extra = hooks.after_local_training(partition_id, server_round, params, trained)
         metrics.update(check_metrics("hook after_local_training", extra))
-    return ClientUpdate(partition_id=partition_id, params=result.params, num_examples=len(y), metrics=metrics)
+    return ClientUpdate(partition_id=partition_id, params=trained, num_examples=len(y), metrics=metrics)
 
 
 def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
@@ -79,7 +83,7 @@ def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
     adds the same numbers in the same order.
     """
     total = sum(u.num_examples for u in updates)
-    params = [np.zeros_like(p) for p in updates[0].params]
+    params = [np.zeros(np.shape(p)) for p in updates[0].params]  # float64, as parameters travel
     for update in updates:
         weight = update.num_examples / total
         for acc, p in zip(params, update.params):
@@ -89,9 +93,11 @@ def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
     return params, metrics
 
 
-def evaluate_global(model: Model, params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks) -> Metrics:
-    """Test loss and accuracy of the global model, the model's extra metrics, and the user's evaluation metrics."""
-    evaluation = model.evaluate(params, x, y)
+def evaluate_global(model: Model, params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks, server_round: int) -> Metrics:
+    """Test loss and accuracy of the global model after ``server_round`` (0: the initial model), the model's extra
+    metrics, and the user's evaluation metrics."""
+    with naming_the_model(model, "evaluate", f"in round {server_round}"):
+        evaluation = model.evaluate(params, x, y)
     metrics: Metrics = {"loss": float(evaluation.loss), "accuracy": float(evaluation.accuracy)}
     metrics.update(check_metrics("the model's evaluate", evaluation.metrics))
     if hooks.evaluate_metrics is not None:

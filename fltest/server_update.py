@@ -3,6 +3,8 @@
 Each rule is written plainly from its paper, with the equation in its docstring; FLTest's
 framework runs are compared with these. The updates arrive sorted by partition id, and every
 sum runs in that order. A rule keeps its state (momentum, second moments) from round to round.
+Every rule returns each parameter with the global model's dtype and shape, 0-d arrays included
+(a BatchNorm's ``num_batches_tracked``), whatever the model.
 
 - FedAvg (McMahan et al., 2017) and FedProx (Li et al., 2020, whose difference is in local
   training: :attr:`fltest.config.strategies.FedProxStrategy.proximal_mu`): the average of the
@@ -28,7 +30,7 @@ from fltest.config.strategies import (
     StrategyConfig,
 )
 from fltest.fedavg import ClientUpdate, aggregate
-from fltest.params import Params
+from fltest.params import Params, shaped_like
 
 
 class ServerUpdate(Protocol):
@@ -43,7 +45,7 @@ class WeightedAverage:
 
     def apply(self, global_params: Params, updates: Sequence[ClientUpdate]) -> Params:
         """The weighted average of the clients' models (:func:`fltest.fedavg.aggregate`)."""
-        return aggregate(updates)[0]
+        return shaped_like(aggregate(updates)[0], global_params)
 
 
 class ServerMomentum:
@@ -63,7 +65,7 @@ class ServerMomentum:
         if self.velocity is None:
             self.velocity = [np.zeros_like(w) for w in global_params]
         self.velocity = [self.momentum * v + d for v, d in zip(self.velocity, pseudo_gradient)]
-        return [w - self.learning_rate * v for w, v in zip(global_params, self.velocity)]
+        return shaped_like([w - self.learning_rate * v for w, v in zip(global_params, self.velocity)], global_params)
 
 
 class AdaptiveServer:
@@ -107,7 +109,8 @@ class AdaptiveServer:
             self.second_moment = [np.full_like(x, tau * tau) for x in global_params]
         self.first_moment = [beta_1 * m + (1.0 - beta_1) * d for m, d in zip(self.first_moment, deltas)]
         self.second_moment = [self._second_moment(v, d) for v, d in zip(self.second_moment, deltas)]
-        return [x + eta * m / (np.sqrt(v) + tau) for x, m, v in zip(global_params, self.first_moment, self.second_moment)]
+        steps = [x + eta * m / (np.sqrt(v) + tau) for x, m, v in zip(global_params, self.first_moment, self.second_moment)]
+        return shaped_like(steps, global_params)
 
 
 def server_update(strategy: StrategyConfig) -> ServerUpdate:

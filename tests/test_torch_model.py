@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 import yaml
 
-from fltest.config.schema import TrainingConfig
+from fltest.config.schema import ExperimentConfig, TrainingConfig
+from fltest.config.strategies import STRATEGIES
+from fltest.params import load_params
 from fltest.results.files import read_jsonl
-from tests.conftest import REPO
+from fltest.runner import run_experiment
+from tests.conftest import REPO, base_config
 
 pytestmark = pytest.mark.torch
 
@@ -104,6 +107,37 @@ def test_the_shipped_cnn_example_gives_the_reference_s_model_on_every_framework(
             assert ours["train"] == pytest.approx(theirs["train"], rel=1e-12)
     final = np.load(experiment / "reference" / "model_final.npz")
     assert final["p0"].shape == (16, 1, 3, 3)  # the CNN's, on features kept 8x8
+
+
+BATCHNORM_CNN = """
+from torch import nn
+from fltest.model.torch_classifier import TorchClassifier
+
+
+def network(input_shape, num_classes):
+    channels, height, width = input_shape
+    return nn.Sequential(nn.Conv2d(channels, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * (height // 2) * (width // 2), num_classes))
+
+
+init_params, train, evaluate = TorchClassifier(network).contract()
+"""
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_cnn_with_batchnorm_runs_every_strategy_on_the_reference(tmp_path, monkeypatch, name):
+    """The issue's case: the adaptive rules turned BatchNorm's 0-d ``num_batches_tracked`` into a numpy scalar, and
+    the network's ``torch.from_numpy`` refused it in round 1 (``TypeError: expected np.ndarray (got numpy.float64)``)."""
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    (tmp_path / "batchnorm_cnn.py").write_text(BATCHNORM_CNN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = base_config()
+    data["training"].update(rounds=2, local_epochs=1, learning_rate=0.1, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
+    data.update(name=f"batchnorm-{name}", clients=3, hooks=None, model={"module": "batchnorm_cnn"})
+    comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")
+    assert comparison["runs"][0]["status"] == "completed", comparison["runs"][0]
+    final = load_params(tmp_path / "results" / data["name"] / "reference" / "model_final.npz")
+    assert [p.shape for p in final][:7] == [(8, 1, 3, 3), (8,), (8,), (8,), (8,), (8,), ()]  # BatchNorm's buffers, num_batches_tracked 0-d
 
 
 GPU_PROBE = """
