@@ -23,6 +23,7 @@ from fltest.params import load_params
 from fltest.runner import run_experiment
 from fltest.server_update import server_update
 from tests.conftest import base_config
+from tests.models import BUFFERS_MODEL, beside
 from tests.test_user_folder import FLTEST
 
 X0 = 1.0  # the initial global model
@@ -152,61 +153,12 @@ def test_the_reference_runs_each_strategy_from_a_user_folder(tmp_path, name):
     assert records[-1]["test"]["accuracy"] > records[0]["test"]["accuracy"]  # it learns
 
 
-BUFFERS_MODEL = '''
-"""Softmax regression that ships two buffers as a PyTorch network with BatchNorm does: a 0-d float (the last
-batch's loss) and a 0-d integer (the steps taken, as num_batches_tracked); like torch.from_numpy, it refuses
-anything but arrays."""
-import numpy as np
-from fltest.model import Evaluation, LocalResult
-
-
-def init_params(feature_shape, num_classes, seed):
-    weights = np.random.default_rng(seed).normal(0.0, 0.01, size=(int(np.prod(feature_shape)), num_classes))
-    return [weights, np.zeros(num_classes), np.array(0.0), np.array(0, dtype=np.int64)]
-
-
-def _arrays(params):
-    for p in params:
-        if not isinstance(p, np.ndarray):
-            raise TypeError(f"expected np.ndarray (got {type(p).__module__}.{type(p).__name__})")
-    return params
-
-
-def _probabilities(weights, bias, rows):
-    logits = rows @ weights + bias
-    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return exp / exp.sum(axis=1, keepdims=True)
-
-
-def train(params, features, labels, training, seed):
-    weights, bias, _, steps = _arrays(params)
-    weights, bias, rows = weights.copy(), bias.copy(), features.reshape(len(features), -1)
-    loss, taken = 0.0, 0
-    for batch in np.array_split(np.random.default_rng(seed).permutation(len(labels)), max(1, len(labels) // training.batch_size)):
-        delta = _probabilities(weights, bias, rows[batch])
-        loss = float(-np.mean(np.log(delta[np.arange(len(batch)), labels[batch]])))
-        delta[np.arange(len(batch)), labels[batch]] -= 1.0
-        weights -= training.learning_rate * rows[batch].T @ delta / len(batch)
-        bias -= training.learning_rate * delta.mean(axis=0)
-        taken += 1
-    return LocalResult([weights, bias, np.array(loss), np.array(int(steps) + taken, dtype=np.int64)])
-
-
-def evaluate(params, features, labels):
-    weights, bias, _, _ = _arrays(params)
-    probabilities = _probabilities(weights, bias, features.reshape(len(features), -1))
-    loss = float(-np.mean(np.log(probabilities[np.arange(len(labels)), labels] + 1e-12)))
-    return Evaluation(loss, float(np.mean(probabilities.argmax(axis=1) == labels)), probabilities)
-'''
-
-
 @pytest.mark.parametrize("name", STRATEGIES)
 def test_every_strategy_keeps_each_parameter_s_shape_and_dtype_0_d_and_integer_buffers_included(tmp_path, monkeypatch, name):
     """The reference hands the model arrays of the global model's shapes, float64, every round: numpy's arithmetic
     turned a 0-d array into a scalar (``TypeError: expected np.ndarray (got numpy.float64)`` from a PyTorch model
     with BatchNorm, at round 1's evaluation), and an integer buffer failed FedAvg's in-place sum."""
-    (tmp_path / "buffers_model.py").write_text(BUFFERS_MODEL)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    beside(tmp_path, monkeypatch, "buffers_model", BUFFERS_MODEL)
     data = base_config()
     data["training"].update(rounds=3, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
     data.update(name=f"buffers-{name}", hooks=None, model={"module": "buffers_model"}, output={"save_round_models": True})

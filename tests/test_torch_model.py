@@ -20,6 +20,7 @@ from fltest.params import load_params
 from fltest.results.files import read_jsonl
 from fltest.runner import run_experiment
 from tests.conftest import REPO, base_config
+from tests.models import BATCHNORM_CNN, beside
 
 pytestmark = pytest.mark.torch
 
@@ -109,28 +110,12 @@ def test_the_shipped_cnn_example_gives_the_reference_s_model_on_every_framework(
     assert final["p0"].shape == (16, 1, 3, 3)  # the CNN's, on features kept 8x8
 
 
-BATCHNORM_CNN = """
-from torch import nn
-from fltest.model.torch_classifier import TorchClassifier
-
-
-def network(input_shape, num_classes):
-    channels, height, width = input_shape
-    return nn.Sequential(nn.Conv2d(channels, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(8 * (height // 2) * (width // 2), num_classes))
-
-
-init_params, train, evaluate = TorchClassifier(network).contract()
-"""
-
-
 @pytest.mark.parametrize("name", STRATEGIES)
 def test_a_cnn_with_batchnorm_runs_every_strategy_on_the_reference(tmp_path, monkeypatch, name):
     """The issue's case: the adaptive rules turned BatchNorm's 0-d ``num_batches_tracked`` into a numpy scalar, and
     the network's ``torch.from_numpy`` refused it in round 1 (``TypeError: expected np.ndarray (got numpy.float64)``)."""
     pytest.importorskip("torch", reason="the torch tier needs the torch extra")
-    (tmp_path / "batchnorm_cnn.py").write_text(BATCHNORM_CNN)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    beside(tmp_path, monkeypatch, "batchnorm_cnn", BATCHNORM_CNN)
     data = base_config()
     data["training"].update(rounds=2, local_epochs=1, learning_rate=0.1, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
     data.update(name=f"batchnorm-{name}", clients=3, hooks=None, model={"module": "batchnorm_cnn"})

@@ -132,12 +132,18 @@ class TorchClassifier:
         """``(init_params, train, evaluate)``: what a model module binds at top level."""
         return self.init_params, self.train, self.evaluate
 
-    def _build(self, input_shape: tuple[int, ...], num_classes: int, device: torch.device) -> nn.Module:
-        return self.network(input_shape, num_classes).to(device=device, dtype=self.dtype)
+    def _build(self, input_shape: tuple[int, ...], num_classes: int, device: torch.device, dtype: torch.dtype | None = None) -> nn.Module:
+        return self.network(input_shape, num_classes).to(device=device, dtype=dtype or self.dtype)
 
     def _network_with(self, params: Params, features: np.ndarray, device: torch.device) -> nn.Module:
         """The network for ``features``' sample shape on ``device``, holding ``params``."""
-        network = self._build(channels_first(features.shape[1:]), int(params[-1].shape[0]), device)
+        return self.network_holding(params, features.shape[1:], device)
+
+    def network_holding(self, params: Params, sample_shape: tuple[int, ...], device: torch.device,
+                        dtype: torch.dtype | None = None) -> nn.Module:  # fmt: skip
+        """The network for samples shaped ``sample_shape`` (as FLTest gives them), holding ``params``, on ``device``,
+        its floating parameters and buffers in ``dtype`` (the network's own by default)."""
+        network = self._build(channels_first(tuple(sample_shape)), int(params[-1].shape[0]), device, dtype)
         state = network.state_dict()
         shapes = [tuple(tensor.shape) for tensor in state.values()]
         if shapes != [p.shape for p in params]:
@@ -191,6 +197,13 @@ class TorchClassifier:
             loss = float(nn.functional.cross_entropy(logits, targets))
             probabilities = torch.softmax(logits, dim=1).numpy()
         return Evaluation(loss=loss, accuracy=float(np.mean(probabilities.argmax(axis=1) == labels)), probabilities=probabilities)
+
+
+def torch_classifier_of(model: object) -> TorchClassifier | None:
+    """The :class:`TorchClassifier` whose functions a model module binds (``init_params, train, evaluate =
+    TorchClassifier(network).contract()``), or ``None`` for any other model."""
+    owner = getattr(getattr(model, "train", None), "__self__", None)
+    return owner if isinstance(owner, TorchClassifier) else None
 
 
 def _params_of(network: nn.Module) -> Params:

@@ -63,13 +63,58 @@ class PartitionOrderAggregator(ModelAggregator):
         self._updates = {}
 
 
-class FLTestFedAvg(FedAvg):
-    """NVFlare's FedAvg workflow training the clients :func:`fltest.fedavg.select_clients` picks.
+class FLTestRounds:
+    """FLTest's part in each of its NVFlare controllers: the rounds' partitions, the initial model, the round files.
 
-    It loads the float64 initial model from the run's workspace, fails the job on any
-    client error (``ignore_result_error=False``) and writes the global model after
-    every round to the workspace, where the fltest driver records it.
+    Put before one of NVFlare's controllers (FedAvg, FedOpt, Scaffold), which does the rest. It trains the
+    partitions :func:`fltest.fedavg.select_clients` picks, loads the float64 initial model from the run's
+    workspace, and writes the global model after every round there, where the fltest driver records it.
     """
+
+    num_clients: int
+    current_round: int
+
+    def take_part(self, seed: int, fraction_fit: float, workspace: str) -> None:
+        """Select with ``seed`` and ``fraction_fit``; read and write the run's files under ``workspace``."""
+        self.seed = seed
+        self.fraction_fit = fraction_fit
+        self.workspace = workspace
+        self._files = RunFiles(Path(workspace))
+        self.selected: list[int] = []
+
+    def load_model(self) -> FLModel:
+        """The initial model from ``initial.npz``."""
+        params = load_params(self._files.initial_params)
+        return FLModel(params_type=ParamsType.FULL, params=keyed(params))
+
+    def sample_clients(self, num_clients: int | None = None) -> list[str]:
+        """The sites of the partitions FLTest selects for this round (rounds count from 1 in FLTest)."""
+        self.selected = select_clients(self.num_clients, self.fraction_fit, self.seed, self.current_round + 1)
+        self.info(f"round {self.current_round + 1}: training partitions {self.selected}")  # type: ignore[attr-defined]
+        return [site_name(p) for p in self.selected]
+
+    def save_model(self, model: FLModel) -> None:
+        """Write the round's global model, train metrics and clients for the driver."""
+        self._files.write_round(
+            RoundResult(self.current_round + 1, unkeyed(model.params), dict(model.metrics or {}), self.selected)
+        )
+
+
+class PartitionOrderRounds(FLTestRounds):
+    """FLTest's part in NVFlare's FedAvg and its subclasses: the replies are averaged by :class:`PartitionOrderAggregator`."""
+
+    aggregator: PartitionOrderAggregator
+
+    def sample_clients(self, num_clients: int | None = None) -> list[str]:
+        """The selected partitions' sites, whose replies the aggregator then expects."""
+        sites = super().sample_clients(num_clients)
+        self.aggregator.expect(self.selected)
+        return sites
+
+
+class FLTestFedAvg(PartitionOrderRounds, FedAvg):
+    """NVFlare's FedAvg workflow on FLTest's rounds (:class:`FLTestRounds`), failing the job on any client error
+    (``ignore_result_error=False``)."""
 
     def __init__(
         self,
@@ -93,26 +138,4 @@ class FLTestFedAvg(FedAvg):
             task_check_period=TASK_CHECK_PERIOD_S,
             fedprox_mu=fedprox_mu,
         )
-        self.seed = seed
-        self.fraction_fit = fraction_fit
-        self.workspace = workspace
-        self._files = RunFiles(Path(workspace))
-        self._selected: list[int] = []
-
-    def load_model(self) -> FLModel:
-        """The initial model from ``initial.npz``."""
-        params = load_params(self._files.initial_params)
-        return FLModel(params_type=ParamsType.FULL, params=keyed(params))
-
-    def sample_clients(self, num_clients: int | None = None) -> list[str]:
-        """The sites of the partitions FLTest selects for this round (rounds count from 1 in FLTest)."""
-        self._selected = select_clients(self.num_clients, self.fraction_fit, self.seed, self.current_round + 1)
-        self.aggregator.expect(self._selected)
-        self.info(f"round {self.current_round + 1}: training partitions {self._selected}")
-        return [site_name(p) for p in self._selected]
-
-    def save_model(self, model: FLModel) -> None:
-        """Write the round's global model, train metrics and clients for the driver."""
-        self._files.write_round(
-            RoundResult(self.current_round + 1, unkeyed(model.params), dict(model.metrics or {}), self._selected)
-        )
+        self.take_part(seed, fraction_fit, workspace)
