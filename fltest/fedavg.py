@@ -16,6 +16,7 @@ from fltest.config.schema import ExperimentConfig
 from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
 from fltest.hooks import Hooks, Metrics, check_metrics
 from fltest.model import Model, load_model
+from fltest.model.contract import CORRECTION
 from fltest.model.load import naming_the_model, trained_params
 from fltest.params import Params
 
@@ -37,6 +38,7 @@ class ClientUpdate:
     params: Params
     num_examples: int
     metrics: Metrics = field(default_factory=dict)
+    control_delta: Params | None = None  # SCAFFOLD: the change of the client's control variate, Δc_i
 
 
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
@@ -59,15 +61,21 @@ def client_update(
     params: Params,
     x: np.ndarray,
     y: np.ndarray,
+    correction: Params | None = None,
 ) -> ClientUpdate:
-    """Local training of one client in one round (the config's model), with the user's hooks around it."""
+    """Local training of one client in one round (the config's model), with the user's hooks around it.
+
+    ``correction``: SCAFFOLD's ``c - c_i``, which the model's train adds to every gradient
+    (:mod:`fltest.control_variates` passes it).
+    """
     if hooks.before_local_training is not None:
         replaced = hooks.before_local_training(partition_id, server_round, x, y)
         if replaced is not None:
             x, y = replaced
     model, where = load_model(config.model), f"on client {partition_id} in round {server_round}"
     with naming_the_model(model, "train", where):
-        result = model.train(params, x, y, config.training, client_seed(config.seed, server_round, partition_id))
+        seed = client_seed(config.seed, server_round, partition_id)
+        result = model.train(params, x, y, config.training, seed, **({} if correction is None else {CORRECTION: correction}))
     trained = trained_params(model, result.params, params, where)
     metrics: Metrics = check_metrics("the model's train", result.metrics)
     if hooks.after_local_training is not None:

@@ -9,7 +9,7 @@ import pytest
 BUFFERS_MODEL = '''
 """Softmax regression that ships two buffers as a PyTorch network with BatchNorm does: a 0-d float (the last
 batch's loss) and a 0-d integer (the steps taken, as num_batches_tracked); like torch.from_numpy, it refuses
-anything but arrays."""
+anything but arrays; with SCAFFOLD it adds the correction to its gradients."""
 import numpy as np
 from fltest.model import Evaluation, LocalResult
 
@@ -32,16 +32,17 @@ def _probabilities(weights, bias, rows):
     return exp / exp.sum(axis=1, keepdims=True)
 
 
-def train(params, features, labels, training, seed):
+def train(params, features, labels, training, seed, correction=None):
     weights, bias, _, steps = _arrays(params)
+    corrections = _arrays(correction)[:2] if correction is not None else (0.0, 0.0)
     weights, bias, rows = weights.copy(), bias.copy(), features.reshape(len(features), -1)
     loss, taken = 0.0, 0
     for batch in np.array_split(np.random.default_rng(seed).permutation(len(labels)), max(1, len(labels) // training.batch_size)):
         delta = _probabilities(weights, bias, rows[batch])
         loss = float(-np.mean(np.log(delta[np.arange(len(batch)), labels[batch]])))
         delta[np.arange(len(batch)), labels[batch]] -= 1.0
-        weights -= training.learning_rate * rows[batch].T @ delta / len(batch)
-        bias -= training.learning_rate * delta.mean(axis=0)
+        weights -= training.learning_rate * (rows[batch].T @ delta / len(batch) + corrections[0])
+        bias -= training.learning_rate * (delta.mean(axis=0) + corrections[1])
         taken += 1
     return LocalResult([weights, bias, np.array(loss), np.array(int(steps) + taken, dtype=np.int64)])
 

@@ -14,7 +14,11 @@ Today's behaviour, pinned so that an upgrade that changes it is noticed:
   controller (``nvflare/app_opt/pt/fedopt_ctl.py``) with ``torch.optim.SGD``, ``Adagrad`` and
   ``Adam``, every round the rule read in that code within 1e-12; FedAvgM is the paper's rule (the
   reference's model within 1e-12 on a network without buffers). With the built-in numpy model those
-  three are ``unsupported``, and FedYogi always is, with why.
+  three are ``unsupported``, and FedYogi always is, with why. SCAFFOLD runs in its Scaffold workflow
+  (``nvflare/app_common/workflows/scaffold.py``) with FLTest's clients, every round the rule read in
+  that code within 1e-12 (measured: bit for bit); it differs from the paper's (weighted means, no
+  global learning rate, no |S|/N).
+- Flower 1.42 has no SCAFFOLD: ``unsupported``, with why.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 import pytest
 
 from fltest.config.schema import ExperimentConfig
+from fltest.control_variates import ClientControl
 from fltest.data.shards import ShardSet
 from fltest.fedavg import client_update
 from fltest.hooks import load_hooks
@@ -228,6 +233,60 @@ def test_nvflare_s_fedopt_runs_a_torch_model_as_its_code_says(tmp_path, monkeypa
         x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
         updates = _client_updates(config, shards, rounds[server_round]["clients"], server_round, x)
         expected = _nvflare_fedopt_rule(name, config.training.strategy, x, updates, state, optimized)
+        nvflare = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
+        assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, nvflare)) <= 1e-12, server_round
+
+
+def test_flower_has_no_scaffold_and_its_run_says_so(tmp_path, monkeypatch):
+    """Flower 1.42 has no SCAFFOLD: the run is recorded ``unsupported`` with why (nothing is started), the reference runs."""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    comparison = run_experiment(_config("flower-scaffold", "scaffold", FLOWER), tmp_path)
+    row = _row(comparison, "flower")
+    assert row["status"] == "unsupported" and row["reason"].startswith("Flower 1.42 has no SCAFFOLD: neither flwr.serverapp.strategy"), row
+    assert _row(comparison, "reference")["status"] == "completed"
+
+
+def _nvflare_scaffold_rule(x: list[np.ndarray], updates, control: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """One round of NVFlare 2.9's Scaffold workflow (``nvflare/app_common/workflows/scaffold.py``, its
+    ``scaffold_aggregate_fn`` and ``WeightedAggregationHelper``): the new model is the clients' models and ``c``
+    moves by their control changes, both averaged weighted by ``NUM_STEPS_CURRENT_ROUND`` (their example counts)
+    as ``(Σ w_i v_i) * (1 / Σ w_i)``: no global learning rate, no ``|S|/N``."""
+    weight = sum(u.num_examples for u in updates)
+
+    def weighted_mean(arrays):
+        total = [a * updates[0].num_examples for a in arrays[0]]
+        for update, values in zip(updates[1:], arrays[1:]):
+            total = [t + v * update.num_examples for t, v in zip(total, values)]
+        return [t * (1.0 / weight) for t in total]
+
+    model = weighted_mean([u.params for u in updates])
+    change = weighted_mean([u.control_delta for u in updates])
+    return model, [c + d for c, d in zip(control, change)]
+
+
+@pytest.mark.nvflare
+@pytest.mark.parametrize("module", ["logreg", pytest.param("batchnorm_cnn", marks=pytest.mark.torch)])
+def test_nvflare_s_scaffold_runs_as_its_code_says(tmp_path, monkeypatch, module):
+    """NVFlare's Scaffold workflow with FLTest's clients (option II), every round exactly (within 1e-12) the rule read in
+    its code applied to its previous model; it differs from the paper's (weighted means, no global learning rate, no
+    |S|/N for c), so it diverges from round 1 here (4 clients of different sizes, 3 a round, η_g 0.5)."""
+    if module == "batchnorm_cnn":
+        pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+        beside(tmp_path, monkeypatch, "batchnorm_cnn", BATCHNORM_CNN)
+    model = {"module": module} if module != "logreg" else None
+    config = _config(f"nvflare-scaffold-{module}", {"name": "scaffold", "server_learning_rate": 0.5}, NVFLARE, model=model)
+    comparison = run_experiment(config, tmp_path)
+    row = _row(comparison, "nvflare")
+    assert row["status"] == "completed" and row["first_divergent_round"] == 1, row
+    run_dir, shards = tmp_path / config.name / "nvflare", prepare(config)
+    rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    hooks, clients = load_hooks(config.hooks), [ClientControl() for _ in range(config.clients)]
+    control = [np.zeros_like(p) for p in load_params(run_dir / "models" / "round-0000.npz")]
+    for server_round in range(1, ROUNDS + 1):
+        x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
+        updates = [clients[pid].train(config, hooks, pid, server_round, x, control, *shards.client_arrays(pid))
+                   for pid in rounds[server_round]["clients"]]  # fmt: skip
+        expected, control = _nvflare_scaffold_rule(x, updates, control)
         nvflare = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, nvflare)) <= 1e-12, server_round
 

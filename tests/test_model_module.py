@@ -127,6 +127,19 @@ def test_a_model_that_raises_during_the_run_fails_it_with_one_line_naming_the_mo
     assert summary["status"] == "failed" and summary["error"] == expected
 
 
+def test_scaffold_with_a_model_whose_train_takes_no_correction_is_one_line_and_exit_2(tmp_path):
+    config_path = tmp_path / _with_model(tmp_path, [REFERENCE])
+    config = yaml.safe_load(config_path.read_text())
+    config["training"]["strategy"] = "scaffold"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    result = _run_in(tmp_path, "run", config_path.name)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == ("fltest: error: exp.yaml: training.strategy: scaffold needs a model whose train takes "
+                                     "correction= (c - c_i, added to every gradient: see fltest.model.contract); my_model.train "
+                                     "takes none")  # fmt: skip
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_model_module_with_type_or_hidden_is_refused(tmp_path):
     result = _run_in(tmp_path, "validate", str(_with_model(tmp_path, [REFERENCE], type="mlp", hidden=[8])))
     assert result.returncode == 2

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Iterator
 
 import numpy as np
 
 from fltest.config.schema import ModelConfig
+from fltest.config.strategies import ScaffoldStrategy, StrategyConfig
 from fltest.errors import FieldError, InputError, RunFailed
-from fltest.model.contract import FUNCTIONS, Model
+from fltest.model.contract import CORRECTION, FUNCTIONS, Model
 from fltest.model.numpy_mlp import NumpyMLP
 from fltest.params import Params
 from fltest.user_module import import_user_module, where_it_failed
@@ -35,6 +37,16 @@ def _model_module(name: str) -> Model:
             raise InputError(f"model.module: {name}.{function} is missing or not a function "
                              f"(a model module defines {', '.join(FUNCTIONS)}: see fltest.model.contract)")  # fmt: skip
     return module
+
+
+def check_strategy(model: Model, strategy: StrategyConfig) -> None:
+    """Raise :class:`InputError` naming ``training.strategy`` for SCAFFOLD with a model whose ``train`` takes no ``correction``."""
+    if not isinstance(strategy, ScaffoldStrategy):
+        return
+    parameters = inspect.signature(model.train).parameters.values()
+    if not any(p.name == CORRECTION or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        raise InputError(f"training.strategy: scaffold needs a model whose train takes {CORRECTION}= (c - c_i, added to every "
+                         f"gradient: see fltest.model.contract); {model.__name__}.train takes none")  # fmt: skip
 
 
 def initial_params(model: Model, feature_shape: tuple[int, ...], num_classes: int, seed: int) -> Params:

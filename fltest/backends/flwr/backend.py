@@ -15,7 +15,7 @@ from fltest.backends.base import STARTUP_S, Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app, params_to_record, record_to_params
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.stoppable_grid import RunStopped, StoppableGrid
-from fltest.backends.flwr.strategy import discover_partitions, flower_strategy
+from fltest.backends.flwr.strategy import discover_partitions, flower_strategy, unsupported
 from fltest.backends.flwr.time_limit import REPLY_GRACE_S
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.config.schema import ExperimentConfig
@@ -66,6 +66,10 @@ class FlwrBackend(Backend):
     """Flower 1.42 simulation (Message API: ServerApp, ClientApp, Flower's strategy classes) on Ray."""
 
     framework = "flwr"
+
+    def unsupported(self, config: ExperimentConfig) -> str | None:
+        """Why Flower has no implementation of the config's strategy (SCAFFOLD), else ``None``."""
+        return unsupported(config.training.strategy)
 
     def storage(self, config: ExperimentConfig) -> Storage:
         """In-memory shards on a joined cluster (they travel), memory-mapped ones on a private Ray."""

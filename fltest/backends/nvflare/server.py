@@ -1,17 +1,19 @@
-"""The NVFlare server side: FedAvg with FLTest's seeded selection and partition-ordered aggregation.
+"""The NVFlare server side: NVFlare's FedAvg and Scaffold with FLTest's seeded selection and partition-ordered sums.
 
 These classes are instantiated by NVFlare in the simulator's server process, from
-the arguments in the exported job config.
+the arguments in the exported job config (FedOpt's, which imports torch: :mod:`fltest.backends.nvflare.fedopt`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from nvflare.apis.fl_constant import FLMetaKey
 from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
 from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
 from nvflare.app_common.workflows.fedavg import FedAvg
+from nvflare.app_common.workflows.scaffold import Scaffold
 
 from fltest.backends.nvflare.exchange import RunFiles, partition_of, site_name
 from fltest.fedavg import ClientUpdate, aggregate, select_clients
@@ -139,3 +141,32 @@ class FLTestFedAvg(PartitionOrderRounds, FedAvg):
             fedprox_mu=fedprox_mu,
         )
         self.take_part(seed, fraction_fit, workspace)
+
+
+class FLTestScaffold(FLTestRounds, Scaffold):
+    """NVFlare's Scaffold workflow on FLTest's rounds, its own aggregation (``scaffold_aggregate_fn``) over the
+    replies in partition order, failing the job on any client error.
+
+    It sends the global control variate ``c`` in each model's meta (``SCAFFOLD_CTRL_GLOBAL``), takes the new global
+    model as the clients' models averaged weighted by ``NUM_STEPS_CURRENT_ROUND`` (FLTest's clients send their
+    example counts there, as for FedAvg), and adds to ``c`` the clients' ``SCAFFOLD_CTRL_DIFF`` averaged alike.
+    """
+
+    def __init__(self, num_clients: int, num_rounds: int, seed: int, fraction_fit: float, workspace: str) -> None:
+        """Scaffold over ``num_clients`` clients for ``num_rounds`` rounds; ``workspace`` is the run's folder."""
+        super().__init__(
+            num_clients=num_clients,
+            num_rounds=num_rounds,
+            persistor_id="",
+            ignore_result_error=False,
+            task_check_period=TASK_CHECK_PERIOD_S,
+        )
+        self.take_part(seed, fraction_fit, workspace)
+
+    def aggregate(self, results: list[FLModel], aggregate_fn: Callable[[list[FLModel]], FLModel] | None = None) -> FLModel:
+        """NVFlare's aggregation of the round's replies, sorted by partition; fails unless every selected client replied."""
+        by_partition = sorted(results, key=lambda result: partition_of(result.meta["client_name"]))
+        answered = [partition_of(result.meta["client_name"]) for result in by_partition]
+        if answered != self.selected:
+            raise RuntimeError(f"no reply from clients {sorted(set(self.selected) - set(answered))}")
+        return super().aggregate(by_partition, aggregate_fn)

@@ -4,6 +4,9 @@
 - FedAvgM, FedAdagrad, FedAdam: its PyTorch FedOpt controller (:mod:`fltest.backends.nvflare.fedopt`), for a
   model built with ``TorchClassifier`` (FedOpt steps a ``torch.optim`` optimizer over the network).
 - FedYogi: none.
+- SCAFFOLD: its Scaffold workflow (``nvflare.app_common.workflows.scaffold``, framework-agnostic: it averages
+  the models and the control variates' changes the clients send), for any model; FLTest's clients take the
+  control-variate steps (:mod:`fltest.control_variates`, option II, as NVFlare's ``PTScaffoldHelper``).
 """
 
 from __future__ import annotations
@@ -12,9 +15,16 @@ import sys
 from typing import Any
 
 from fltest.backends.nvflare.exchange import RunFiles
-from fltest.backends.nvflare.server import FLTestFedAvg, FLTestRounds
+from fltest.backends.nvflare.server import FLTestFedAvg, FLTestRounds, FLTestScaffold
 from fltest.config.schema import ExperimentConfig
-from fltest.config.strategies import FedAdagradStrategy, FedAdamStrategy, FedAvgMStrategy, FedYogiStrategy, StrategyConfig
+from fltest.config.strategies import (
+    FedAdagradStrategy,
+    FedAdamStrategy,
+    FedAvgMStrategy,
+    FedYogiStrategy,
+    ScaffoldStrategy,
+    StrategyConfig,
+)
 
 NO_FEDYOGI = "NVFlare 2.9 has no FedYogi (its FedOpt controller takes torch.optim's optimizers, and torch.optim has no Yogi)"
 FEDOPT_NEEDS_TORCH = (
@@ -67,6 +77,8 @@ def server_controller(config: ExperimentConfig, files: RunFiles) -> FLTestRounds
     """NVFlare's controller for the experiment's strategy (one it has: see :func:`unsupported`), on FLTest's rounds."""
     rounds = {"num_clients": config.clients, "num_rounds": config.training.rounds, "seed": config.seed,
               "fraction_fit": config.training.fraction_fit, "workspace": str(files.root)}  # fmt: skip
+    if isinstance(config.training.strategy, ScaffoldStrategy):
+        return FLTestScaffold(**rounds)
     optimizer = server_optimizer(config.training.strategy)
     if optimizer is not None:
         from fltest.backends.nvflare.fedopt import FLTestFedOpt  # imports torch: only for a FedOpt run
