@@ -16,6 +16,8 @@ from fltest.config.schema import ExperimentConfig
 from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
 from fltest.hooks import Hooks, Metrics, check_metrics
 from fltest.model import Model, load_model
+from fltest.model.contract import CORRECTION
+from fltest.model.load import naming_the_model, trained_params
 from fltest.params import Params
 
 
@@ -36,6 +38,7 @@ class ClientUpdate:
     params: Params
     num_examples: int
     metrics: Metrics = field(default_factory=dict)
+    control_delta: Params | None = None  # SCAFFOLD: the change of the client's control variate, Δc_i
 
 
 def client_seed(seed: int, server_round: int, partition_id: int) -> int:
@@ -58,18 +61,27 @@ def client_update(
     params: Params,
     x: np.ndarray,
     y: np.ndarray,
+    correction: Params | None = None,
 ) -> ClientUpdate:
-    """Local training of one client in one round (the config's model), with the user's hooks around it."""
+    """Local training of one client in one round (the config's model), with the user's hooks around it.
+
+    ``correction``: SCAFFOLD's ``c - c_i``, which the model's train adds to every gradient
+    (:mod:`fltest.control_variates` passes it).
+    """
     if hooks.before_local_training is not None:
         replaced = hooks.before_local_training(partition_id, server_round, x, y)
         if replaced is not None:
             x, y = replaced
-    result = load_model(config.model).train(params, x, y, config.training, client_seed(config.seed, server_round, partition_id))
+    model, where = load_model(config.model), f"on client {partition_id} in round {server_round}"
+    with naming_the_model(model, "train", where):
+        seed = client_seed(config.seed, server_round, partition_id)
+        result = model.train(params, x, y, config.training, seed, **({} if correction is None else {CORRECTION: correction}))
+    trained = trained_params(model, result.params, params, where)
     metrics: Metrics = check_metrics("the model's train", result.metrics)
     if hooks.after_local_training is not None:
-        extra = hooks.after_local_training(partition_id, server_round, params, result.params)
+        extra = hooks.after_local_training(partition_id, server_round, params, trained)
         metrics.update(check_metrics("hook after_local_training", extra))
-    return ClientUpdate(partition_id=partition_id, params=result.params, num_examples=len(y), metrics=metrics)
+    return ClientUpdate(partition_id=partition_id, params=trained, num_examples=len(y), metrics=metrics)
 
 
 def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
@@ -79,7 +91,7 @@ def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
     adds the same numbers in the same order.
     """
     total = sum(u.num_examples for u in updates)
-    params = [np.zeros_like(p) for p in updates[0].params]
+    params = [np.zeros(np.shape(p)) for p in updates[0].params]  # float64, as parameters travel
     for update in updates:
         weight = update.num_examples / total
         for acc, p in zip(params, update.params):
@@ -89,9 +101,11 @@ def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
     return params, metrics
 
 
-def evaluate_global(model: Model, params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks) -> Metrics:
-    """Test loss and accuracy of the global model, the model's extra metrics, and the user's evaluation metrics."""
-    evaluation = model.evaluate(params, x, y)
+def evaluate_global(model: Model, params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks, server_round: int) -> Metrics:
+    """Test loss and accuracy of the global model after ``server_round`` (0: the initial model), the model's extra
+    metrics, and the user's evaluation metrics."""
+    with naming_the_model(model, "evaluate", f"in round {server_round}"):
+        evaluation = model.evaluate(params, x, y)
     metrics: Metrics = {"loss": float(evaluation.loss), "accuracy": float(evaluation.accuracy)}
     metrics.update(check_metrics("the model's evaluate", evaluation.metrics))
     if hooks.evaluate_metrics is not None:

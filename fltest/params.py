@@ -28,6 +28,12 @@ def unkeyed(arrays: dict[str, Any]) -> Params:
     return [np.asarray(arrays[f"p{i}"], dtype=np.float64) for i in range(len(arrays))]
 
 
+def shaped_like(values: list[Any], like: Params) -> Params:
+    """``values`` as arrays of ``like``'s dtypes, one for one: numpy's arithmetic turns a 0-d array into a scalar
+    (``np.array(1.0) / 2`` is ``np.float64(0.5)``), which a model's ``torch.from_numpy`` refuses."""
+    return [np.asarray(value, dtype=parameter.dtype) for value, parameter in zip(values, like, strict=True)]
+
+
 def save_params(target: Path | BinaryIO, params: Params) -> None:
     """Write ``params`` as an uncompressed ``.npz`` with keys ``p0, p1, ...``."""
     np.savez(target, **keyed(params))

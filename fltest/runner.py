@@ -59,7 +59,7 @@ class RecordedProgress:
 
     def round_done(self, result: RoundResult) -> None:
         """Evaluate the round's global model and record the round."""
-        metrics = evaluate_global(self.model, result.params, *self.test, self.hooks)
+        metrics = evaluate_global(self.model, result.params, *self.test, self.hooks, result.server_round)
         self.recorder.record_round(result.server_round, result.params, metrics, result.train_metrics, result.clients)
 
     def note(self, **info: Any) -> None:
@@ -88,7 +88,7 @@ def run_experiment(
     hooks, model = load_hooks(config.hooks), load_model(config.model)
     test = any_shards.test_arrays()
     initial = initial_params(model, any_shards.feature_shape, any_shards.num_classes, config.seed)
-    initial_metrics = evaluate_global(model, initial, *test, hooks)
+    initial_metrics = evaluate_global(model, initial, *test, hooks, 0)
 
     experiment_dir = Path(results_dir).absolute() / config.name  # other processes write here too
     experiment_dir.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,8 @@
 Each rule is written plainly from its paper, with the equation in its docstring; FLTest's
 framework runs are compared with these. The updates arrive sorted by partition id, and every
 sum runs in that order. A rule keeps its state (momentum, second moments) from round to round.
+Every rule returns each parameter with the global model's dtype and shape, 0-d arrays included
+(a BatchNorm's ``num_batches_tracked``), whatever the model.
 
 - FedAvg (McMahan et al., 2017) and FedProx (Li et al., 2020, whose difference is in local
   training: :attr:`fltest.config.strategies.FedProxStrategy.proximal_mu`): the average of the
@@ -11,6 +13,8 @@ sum runs in that order. A rule keeps its state (momentum, second moments) from r
   for Federated Visual Classification", Algorithm 1 with a server learning rate).
 - FedAdagrad, FedAdam, FedYogi (Reddi et al., 2021, "Adaptive Federated Optimization",
   Algorithm 2).
+- SCAFFOLD (Karimireddy et al., 2020, "SCAFFOLD: Stochastic Controlled Averaging for Federated
+  Learning", Algorithm 1; its clients: :mod:`fltest.control_variates`).
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from fltest.config.strategies import (
     FedAdamStrategy,
     FedAvgMStrategy,
     FedYogiStrategy,
+    ScaffoldStrategy,
     StrategyConfig,
 )
 from fltest.fedavg import ClientUpdate, aggregate
-from fltest.params import Params
+from fltest.params import Params, shaped_like
 
 
 class ServerUpdate(Protocol):
@@ -43,7 +48,7 @@ class WeightedAverage:
 
     def apply(self, global_params: Params, updates: Sequence[ClientUpdate]) -> Params:
         """The weighted average of the clients' models (:func:`fltest.fedavg.aggregate`)."""
-        return aggregate(updates)[0]
+        return shaped_like(aggregate(updates)[0], global_params)
 
 
 class ServerMomentum:
@@ -63,7 +68,7 @@ class ServerMomentum:
         if self.velocity is None:
             self.velocity = [np.zeros_like(w) for w in global_params]
         self.velocity = [self.momentum * v + d for v, d in zip(self.velocity, pseudo_gradient)]
-        return [w - self.learning_rate * v for w, v in zip(global_params, self.velocity)]
+        return shaped_like([w - self.learning_rate * v for w, v in zip(global_params, self.velocity)], global_params)
 
 
 class AdaptiveServer:
@@ -107,11 +112,50 @@ class AdaptiveServer:
             self.second_moment = [np.full_like(x, tau * tau) for x in global_params]
         self.first_moment = [beta_1 * m + (1.0 - beta_1) * d for m, d in zip(self.first_moment, deltas)]
         self.second_moment = [self._second_moment(v, d) for v, d in zip(self.second_moment, deltas)]
-        return [x + eta * m / (np.sqrt(v) + tau) for x, m, v in zip(global_params, self.first_moment, self.second_moment)]
+        steps = [x + eta * m / (np.sqrt(v) + tau) for x, m, v in zip(global_params, self.first_moment, self.second_moment)]
+        return shaped_like(steps, global_params)
 
 
-def server_update(strategy: StrategyConfig) -> ServerUpdate:
-    """The reference's server step for ``strategy``, with fresh state."""
+class ControlledAveraging:
+    """SCAFFOLD's server (Karimireddy et al., 2020, Algorithm 1), with the global learning rate ``η_g``:
+
+    ``(Δx, Δc) = (1/|S|) Σ_i (y_i - x, Δc_i)`` (plain means over the round's clients ``S``),
+    ``x_{t+1} = x + η_g Δx``, ``c_{t+1} = c + (|S|/N) Δc`` with ``N`` clients in all; ``c`` starts at
+    0 and goes to the clients with ``x`` (:meth:`control`).
+    """
+
+    def __init__(self, strategy: ScaffoldStrategy, num_clients: int) -> None:
+        self.learning_rate, self.num_clients = strategy.server_learning_rate, num_clients
+        self.variate: Params | None = None
+
+    def control(self, global_params: Params) -> Params:
+        """The server's control variate ``c`` the round's clients get."""
+        if self.variate is None:
+            self.variate = [np.zeros_like(x) for x in global_params]
+        return self.variate
+
+    def apply(self, global_params: Params, updates: Sequence[ClientUpdate]) -> Params:
+        """One step along the clients' mean change; ``c`` moves by ``|S|/N`` of their controls' mean change."""
+        if any(update.control_delta is None for update in updates):
+            raise ValueError("SCAFFOLD: a client update without its control variate's change")
+        model_change = [np.zeros_like(x) for x in global_params]
+        control_change = [np.zeros_like(x) for x in global_params]
+        for update in updates:
+            for total, y_i, x in zip(model_change, update.params, global_params):
+                total += y_i - x
+            for total, delta in zip(control_change, update.control_delta):
+                total += delta
+        selected = len(updates)
+        self.variate = shaped_like([c + (selected / self.num_clients) * (total / selected)
+                                    for c, total in zip(self.control(global_params), control_change)], global_params)  # fmt: skip
+        steps = [x + self.learning_rate * (total / selected) for x, total in zip(global_params, model_change)]
+        return shaped_like(steps, global_params)
+
+
+def server_update(strategy: StrategyConfig, num_clients: int) -> ServerUpdate:
+    """The reference's server step for ``strategy`` over ``num_clients`` clients, with fresh state."""
+    if isinstance(strategy, ScaffoldStrategy):
+        return ControlledAveraging(strategy, num_clients)
     if isinstance(strategy, FedAvgMStrategy):
         return ServerMomentum(strategy)
     if isinstance(strategy, FedAdagradStrategy | FedAdamStrategy | FedYogiStrategy):

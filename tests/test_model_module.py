@@ -106,6 +106,40 @@ def test_a_broken_model_module_is_one_line_naming_the_file_and_exit_2(tmp_path, 
     assert not (tmp_path / "results").exists()
 
 
+RAISING_MODELS = {  # after round 1 the global bias is no longer 0: the function raises from round 2 on, or in round 1's evaluation
+    "train": (MODEL.replace("    weights, bias = params[0].copy(), params[1].copy()\n",
+                            "    weights, bias = params[0].copy(), params[1].copy()\n    if bias.any():\n        raise ValueError('the bias moved')\n"),
+              "model.module: my_model.train raised on client 0 in round 2: {folder}/my_model.py, line 21: ValueError: the bias moved"),
+    "evaluate": (MODEL.replace("    probabilities = _probabilities(params, features)\n",
+                               "    probabilities = _probabilities(params, features)\n    if params[1].any():\n        raise ValueError('the bias moved')\n"),
+                 "model.module: my_model.evaluate raised in round 1: {folder}/my_model.py, line 33: ValueError: the bias moved"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("function", sorted(RAISING_MODELS))
+def test_a_model_that_raises_during_the_run_fails_it_with_one_line_naming_the_module_and_the_round(tmp_path, function):
+    body, message = RAISING_MODELS[function]
+    result = _run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], body)))
+    assert result.returncode == 1, result.stderr
+    expected = message.format(folder=tmp_path)
+    assert f"run reference failed: {expected}" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    summary = json.loads((tmp_path / "results" / "user-folder" / "reference" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] == expected
+
+
+def test_scaffold_with_a_model_whose_train_takes_no_correction_is_one_line_and_exit_2(tmp_path):
+    config_path = tmp_path / _with_model(tmp_path, [REFERENCE])
+    config = yaml.safe_load(config_path.read_text())
+    config["training"]["strategy"] = "scaffold"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    result = _run_in(tmp_path, "run", config_path.name)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == ("fltest: error: exp.yaml: training.strategy: scaffold needs a model whose train takes "
+                                     "correction= (c - c_i, added to every gradient: see fltest.model.contract); my_model.train "
+                                     "takes none")  # fmt: skip
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_model_module_with_type_or_hidden_is_refused(tmp_path):
     result = run_in(tmp_path, "validate", str(_with_model(tmp_path, [REFERENCE], type="mlp", hidden=[8])))
     assert result.returncode == 2

@@ -15,11 +15,16 @@ import numpy as np
 import pytest
 import yaml
 
-from fltest.config.schema import TrainingConfig
+from fltest.config.schema import ExperimentConfig, TrainingConfig
+from fltest.config.strategies import STRATEGIES, ScaffoldStrategy
+from fltest.control_variates import next_control
 from fltest.fedavg import ClientUpdate
 from fltest.model.numpy_mlp import NumpyMLP
+from fltest.params import load_params
+from fltest.runner import run_experiment
 from fltest.server_update import server_update
 from tests.conftest import base_config
+from tests.models import BUFFERS_MODEL, beside
 from tests.user_folder import FLTEST
 
 X0 = 1.0  # the initial global model
@@ -29,7 +34,7 @@ ROUND_2_CHANGE = (0.5, -1.0)  # and their change from the round-2 global model
 
 def _two_rounds(strategy: dict) -> tuple[float, float]:
     """The global model after rounds 1 and 2 of the toy case under ``strategy``."""
-    server = server_update(TrainingConfig(rounds=2, local_epochs=1, strategy=strategy).strategy)
+    server = server_update(TrainingConfig(rounds=2, local_epochs=1, strategy=strategy).strategy, num_clients=2)
 
     def updates(models):
         return [ClientUpdate(0, [np.array([models[0]])], 1), ClientUpdate(1, [np.array([models[1]])], 3)]
@@ -110,6 +115,47 @@ def test_fedprox_adds_mu_times_the_distance_from_the_global_model_to_each_gradie
     assert not all(np.array_equal(a, b) for a, b in zip(with_mu, without))
 
 
+def test_scaffold_s_server_follows_karimireddy_et_al_with_a_global_learning_rate():
+    """Two of N = 3 clients a round, η_g = 0.5: the plain mean of the model changes times η_g, and c moving by |S|/N
+    of the mean control change (the clients' example counts, 1 and 3, play no part)."""
+    server = server_update(ScaffoldStrategy(name="scaffold", server_learning_rate=0.5), num_clients=3)
+    assert [float(c) for c in server.control([np.array(X0)])] == [0.0]  # c starts at 0
+
+    def updates(models, control_deltas):
+        return [ClientUpdate(p, [np.array(y)], n, control_delta=[np.array(d)]) for p, n, y, d in zip((0, 2), (1, 3), models, control_deltas)]
+
+    first = server.apply([np.array(X0)], updates((2.0, 4.0), (0.3, -0.1)))
+    x_1 = X0 + 0.5 * ((2.0 - X0) + (4.0 - X0)) / 2  # 1 + 0.5 * 2 = 2.0
+    c_1 = 0.0 + (2 / 3) * (0.3 + -0.1) / 2  # 2/3 of 0.1
+    assert float(first[0]) == x_1 == 2.0 and float(server.control(first)[0]) == pytest.approx(c_1, rel=1e-15)
+    second = server.apply(first, updates((2.5, 1.0), (0.2, 0.4)))
+    x_2 = x_1 + 0.5 * (0.5 + -1.0) / 2  # 2.0 - 0.125
+    c_2 = c_1 + (2 / 3) * (0.2 + 0.4) / 2  # + 0.2
+    assert float(second[0]) == x_2 == 1.875 and float(server.control(second)[0]) == pytest.approx(c_2, rel=1e-15)
+    assert second[0].shape == () and isinstance(server.control(second)[0], np.ndarray)
+
+
+def test_scaffold_s_option_ii_control_variate_worked_by_hand():
+    """``c_i+ = c_i - c + (x - y_i) / (K η_l)``: c_i 0.2, c 0.5, x 1.0, y_i 0.4, K 3, η_l 0.1: -0.3 + 0.6 / 0.3 = 1.7."""
+    new = next_control([np.array(0.2)], [np.array(0.5)], [np.array(1.0)], [np.array(0.4)], steps=3, learning_rate=0.1)
+    assert float(new[0]) == pytest.approx(0.2 - 0.5 + 2.0, rel=1e-15) and new[0].shape == ()
+
+
+def test_the_built_in_model_adds_scaffold_s_correction_to_every_gradient():
+    """Two full-batch SGD steps: each is the plain step from where the last one ended, minus lr * (c - c_i)."""
+    model = NumpyMLP(hidden=[3])
+    start = model.init_params((3,), 2, seed=1)
+    features = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [0.5, 0.5, 0.5]])
+    labels = np.array([0, 1, 1])
+    one, two = (TrainingConfig(rounds=1, local_steps=k, batch_size=3, learning_rate=0.5) for k in (1, 2))
+    correction = [np.random.default_rng(5).normal(size=p.shape) for p in start]
+    corrected = model.train(start, features, labels, two, seed=4, correction=correction).params
+    middle = [w - 0.5 * c for w, c in zip(model.train(start, features, labels, one, seed=4).params, correction)]
+    expected = [w - 0.5 * c for w, c in zip(model.train(middle, features, labels, one, seed=4).params, correction)]
+    assert all(np.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(corrected, expected))
+    assert not all(np.allclose(a, b) for a, b in zip(corrected, model.train(start, features, labels, two, seed=4).params))
+
+
 @pytest.mark.parametrize(
     ("strategy", "field"),
     [
@@ -120,6 +166,8 @@ def test_fedprox_adds_mu_times_the_distance_from_the_global_model_to_each_gradie
         ({"name": "fedyogi", "beta_2": 1.0}, "training.strategy.fedyogi.beta_2"),
         ({"name": "fedavgm", "beta_2": 0.9}, "training.strategy.fedavgm.beta_2"),
         ({"name": "fedadagrad", "beta_2": 0.9}, "training.strategy.fedadagrad.beta_2"),
+        ({"name": "scaffold", "server_learning_rate": 0}, "training.strategy.scaffold.server_learning_rate"),
+        ({"name": "scaffold", "mu": 0.1}, "training.strategy.scaffold.mu"),
     ],
 )
 def test_a_bad_strategy_is_one_line_naming_the_file_and_field_and_exit_2(tmp_path, strategy, field):
@@ -132,7 +180,7 @@ def test_a_bad_strategy_is_one_line_naming_the_file_and_field_and_exit_2(tmp_pat
     assert result.stderr.startswith(f"fltest: error: exp.yaml: {field}"), result.stderr
 
 
-@pytest.mark.parametrize("name", ["fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi"])
+@pytest.mark.parametrize("name", ["fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "scaffold"])
 def test_the_reference_runs_each_strategy_from_a_user_folder(tmp_path, name):
     config = base_config()
     config["name"] = f"strategy-{name}"
@@ -147,3 +195,20 @@ def test_the_reference_runs_each_strategy_from_a_user_folder(tmp_path, name):
     records = [json.loads(line) for line in (experiment / "reference" / "metrics.jsonl").read_text().splitlines()]
     assert [r["round"] for r in records] == [0, 1, 2, 3]
     assert records[-1]["test"]["accuracy"] > records[0]["test"]["accuracy"]  # it learns
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_every_strategy_keeps_each_parameter_s_shape_and_dtype_0_d_and_integer_buffers_included(tmp_path, monkeypatch, name):
+    """The reference hands the model arrays of the global model's shapes, float64, every round: numpy's arithmetic
+    turned a 0-d array into a scalar (``TypeError: expected np.ndarray (got numpy.float64)`` from a PyTorch model
+    with BatchNorm, at round 1's evaluation), and an integer buffer failed FedAvg's in-place sum."""
+    beside(tmp_path, monkeypatch, "buffers_model", BUFFERS_MODEL)
+    data = base_config()
+    data["training"].update(rounds=3, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
+    data.update(name=f"buffers-{name}", hooks=None, model={"module": "buffers_model"}, output={"save_round_models": True})
+    comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")
+    row = comparison["runs"][0]
+    assert row["status"] == "completed", row
+    for server_round in range(4):
+        params = load_params(tmp_path / "results" / data["name"] / "reference" / "models" / f"round-{server_round:04d}.npz")
+        assert [(p.shape, p.dtype) for p in params] == [((64, 10), np.float64), ((10,), np.float64), ((), np.float64), ((), np.float64)]

@@ -14,9 +14,13 @@ import numpy as np
 import pytest
 import yaml
 
-from fltest.config.schema import TrainingConfig
+from fltest.config.schema import ExperimentConfig, TrainingConfig
+from fltest.config.strategies import STRATEGIES
+from fltest.params import load_params
 from fltest.results.files import read_jsonl
-from tests.conftest import REPO
+from fltest.runner import run_experiment
+from tests.conftest import REPO, base_config
+from tests.models import BATCHNORM_CNN, beside
 
 pytestmark = pytest.mark.torch
 
@@ -104,6 +108,67 @@ def test_the_shipped_cnn_example_gives_the_reference_s_model_on_every_framework(
             assert ours["train"] == pytest.approx(theirs["train"], rel=1e-12)
     final = np.load(experiment / "reference" / "model_final.npz")
     assert final["p0"].shape == (16, 1, 3, 3)  # the CNN's, on features kept 8x8
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_cnn_with_batchnorm_runs_every_strategy_on_the_reference(tmp_path, monkeypatch, name):
+    """The issue's case: the adaptive rules turned BatchNorm's 0-d ``num_batches_tracked`` into a numpy scalar, and
+    the network's ``torch.from_numpy`` refused it in round 1 (``TypeError: expected np.ndarray (got numpy.float64)``)."""
+    pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    beside(tmp_path, monkeypatch, "batchnorm_cnn", BATCHNORM_CNN)
+    data = base_config()
+    data["training"].update(rounds=2, local_epochs=1, learning_rate=0.1, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
+    data.update(name=f"batchnorm-{name}", clients=3, hooks=None, model={"module": "batchnorm_cnn"})
+    comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")
+    assert comparison["runs"][0]["status"] == "completed", comparison["runs"][0]
+    final = load_params(tmp_path / "results" / data["name"] / "reference" / "model_final.npz")
+    assert [p.shape for p in final][:7] == [(8, 1, 3, 3), (8,), (8,), (8,), (8,), (8,), ()]  # BatchNorm's buffers, num_batches_tracked 0-d
+
+
+@pytest.mark.nvflare
+def test_the_torch_classifier_s_scaffold_client_is_nvflare_s_own_pytorch_client(example_cnn):
+    """One SCAFFOLD round of a TorchClassifier (``c - c_i`` added to each gradient, then option II's ``c_i+``) against
+    NVFlare 2.9's own PyTorch client helper (``nvflare.app_opt.pt.scaffold.PTScaffoldHelper``: ``-lr (c - c_i)`` added
+    after each SGD step, then its ``terms_update``) in NVFlare's client loop, from the same model, controls and
+    minibatches: the same model and control variate up to float32 rounding (measured: 1.8e-7 for both)."""
+    pytest.importorskip("nvflare", reason="the nvflare tier needs the nvflare extra")
+    import torch
+    from nvflare.app_opt.pt.scaffold import PTScaffoldHelper
+
+    from fltest.control_variates import next_control
+    from fltest.model.batches import local_batches, local_step_count
+    from fltest.model.torch_classifier import deterministic, torch_classifier_of
+
+    features, labels = _images((8, 8))
+    x = example_cnn.init_params((8, 8), 10, seed=1)
+    rng = np.random.default_rng(2)
+    server, local = ([rng.normal(0.0, 0.05, size=p.shape) for p in x] for _ in range(2))
+    ours = example_cnn.train(x, features, labels, TRAINING, seed=7, correction=[c - c_i for c, c_i in zip(server, local)]).params
+    our_control = next_control(local, server, x, ours, local_step_count(len(labels), TRAINING), TRAINING.learning_rate)
+
+    cpu, classifier = torch.device("cpu"), torch_classifier_of(example_cnn)
+    network, start = (classifier.network_holding(x, (8, 8), cpu) for _ in range(2))
+    names = list(network.state_dict())
+    helper = PTScaffoldHelper()
+    helper.init(network)
+    helper.load_global_controls({name: torch.from_numpy(c) for name, c in zip(names, server)})
+    helper.c_local.load_state_dict({name: torch.from_numpy(c_i).float() for name, c_i in zip(names, local)})
+    c_global, c_local = helper.get_params()
+    optimizer = torch.optim.SGD(network.parameters(), lr=TRAINING.learning_rate)
+    inputs, targets = torch.from_numpy(features).float().unsqueeze(1), torch.from_numpy(labels)
+    with deterministic(1, 7, cpu):
+        for batch in local_batches(len(labels), TRAINING, 7):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(network(inputs[batch]), targets[batch]).backward()
+            optimizer.step()
+            helper.model_update(network, TRAINING.learning_rate, c_global, c_local)
+        helper.terms_update(network, TRAINING.learning_rate, c_global, c_local, start)
+    theirs = [t.detach().numpy().astype(np.float64) for t in network.state_dict().values()]
+    their_control = [helper.c_local.state_dict()[name].numpy().astype(np.float64) for name in names]
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs)) < 1e-6
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(our_control, their_control)) < 1e-5
+    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, example_cnn.train(x, features, labels, TRAINING, seed=7).params))
+    assert moved > 1e-2  # the correction changed the model by far more than the tolerance
 
 
 GPU_PROBE = """

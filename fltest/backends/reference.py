@@ -8,9 +8,10 @@ from the strategies' papers.
 from __future__ import annotations
 
 from fltest.backends.base import Backend, RunJob
+from fltest.control_variates import ClientControl
 from fltest.fedavg import aggregate, client_update, select_clients
 from fltest.rounds import RoundResult
-from fltest.server_update import server_update
+from fltest.server_update import ControlledAveraging, server_update
 
 
 class ReferenceBackend(Backend):
@@ -24,12 +25,16 @@ class ReferenceBackend(Backend):
         client_data = [shards.client_arrays(i) for i in range(shards.num_clients)]
         job.progress.setup_done()
         params = job.initial_params
-        server = server_update(config.training.strategy)
+        server = server_update(config.training.strategy, shards.num_clients)
+        controls = [ClientControl() for _ in range(shards.num_clients)]  # SCAFFOLD's c_i, kept on each client
         for server_round in range(1, config.training.rounds + 1):
             selected = select_clients(shards.num_clients, config.training.fraction_fit, config.seed, server_round)
-            updates = [
-                client_update(config, job.hooks, pid, server_round, params, *client_data[pid]) for pid in selected
-            ]
+            if isinstance(server, ControlledAveraging):
+                server_control = server.control(params)
+                updates = [controls[pid].train(config, job.hooks, pid, server_round, params, server_control, *client_data[pid])
+                           for pid in selected]  # fmt: skip
+            else:
+                updates = [client_update(config, job.hooks, pid, server_round, params, *client_data[pid]) for pid in selected]
             _, train_metrics = aggregate(updates)
             params = server.apply(params, updates)
             job.progress.round_done(RoundResult(server_round, params, train_metrics, selected))

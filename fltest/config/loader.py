@@ -76,11 +76,11 @@ def load_config(path: str | Path) -> ExperimentConfig:
         )
     if str(config_dir) not in sys.path:
         sys.path.insert(0, str(config_dir))
-    from fltest.model.load import load_model  # here: fltest.model imports the config's types
+    from fltest.model.load import check_strategy, load_model  # here: fltest.model imports the config's types
 
     try:
         load_hooks(config.hooks)
-        load_model(config.model)  # a user's model module: imported and its functions found here
+        check_strategy(load_model(config.model), config.training.strategy)  # a user's model module: imported and checked here
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     return config

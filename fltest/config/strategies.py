@@ -3,7 +3,7 @@
 A config names a strategy with defaults (``strategy: fedadam``) or sets its parameters
 (``strategy: {name: fedadam, server_learning_rate: 0.01, tau: 0.001}``). Which model validates it
 follows from ``name``; a parameter of another strategy, or a value out of range, is refused by
-the schema with the field's path. The rules themselves live in :mod:`fltest.strategy`.
+the schema with the field's path. The reference's rules live in :mod:`fltest.server_update`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-STRATEGIES = ("fedavg", "fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi")
+STRATEGIES = ("fedavg", "fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "scaffold")
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 Decay = Annotated[float, Field(ge=0, lt=1)]
@@ -83,8 +83,19 @@ class FedYogiStrategy(_AdaptiveStrategy):
     beta_2: Decay = 0.99
 
 
+class ScaffoldStrategy(_Strategy):
+    """SCAFFOLD (Karimireddy et al., 2020, Algorithm 1, option II): each client adds ``c - c_i`` to every gradient,
+    the server steps ``x += server_learning_rate * mean(y_i - x)`` and ``c += (|S|/N) mean(Δc_i)``."""
+
+    name: Literal["scaffold"]
+    server_learning_rate: PositiveFloat = 1.0  # η_g, the global step size
+
+
 StrategyConfig = Annotated[
-    Union[FedAvgStrategy, FedProxStrategy, FedAvgMStrategy, FedAdagradStrategy, FedAdamStrategy, FedYogiStrategy],
+    Union[
+        FedAvgStrategy, FedProxStrategy, FedAvgMStrategy, FedAdagradStrategy, FedAdamStrategy, FedYogiStrategy,
+        ScaffoldStrategy,
+    ],
     Field(discriminator="name"),
 ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -27,3 +28,10 @@ def local_batches(num_samples: int, training: TrainingConfig, seed: int) -> Iter
             if training.local_steps is not None and steps >= training.local_steps:
                 return
         epoch += 1
+
+
+def local_step_count(num_samples: int, training: TrainingConfig) -> int:
+    """How many minibatches :func:`local_batches` gives: ``local_steps``, or ``local_epochs`` times the batches of an epoch."""
+    if training.local_steps is not None:
+        return training.local_steps
+    return training.local_epochs * math.ceil(num_samples / training.batch_size)

@@ -11,6 +11,9 @@ is one (``model: {module: my_model}`` in the config, found beside the config lik
     ``labels`` ``(n,)`` int64, ``training`` the config's :class:`~fltest.config.schema.TrainingConfig`
     (epochs or steps, batch size, learning rate), ``seed`` an int for this client and round.
     Returns the new parameters and the client's metrics (names to floats).
+    With SCAFFOLD it is called with ``correction=`` too, one array a parameter (``c - c_i``, the
+    server's control variate minus the client's), which it adds to every minibatch gradient of its
+    trainable parameters (buffers have none); a ``train`` without that keyword cannot run SCAFFOLD.
 ``evaluate(params, features, labels) -> Evaluation``
     Loss, accuracy and class probabilities of ``params`` on the test split, plus any extra metrics.
 
@@ -28,6 +31,7 @@ from fltest.config.schema import TrainingConfig
 from fltest.params import Params
 
 FUNCTIONS = ("init_params", "train", "evaluate")  # what a model module must define
+CORRECTION = "correction"  # the keyword SCAFFOLD's clients pass train its correction c - c_i with
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class Model(Protocol):
         """The initial parameters."""
 
     def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
-        """One round of local training on one client."""
+        """One round of local training on one client (with SCAFFOLD: and ``correction=``)."""
 
     def evaluate(self, params: Params, features: np.ndarray, labels: np.ndarray) -> Evaluation:
         """Loss, accuracy and class probabilities on a test split."""

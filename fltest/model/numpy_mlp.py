@@ -69,22 +69,27 @@ class NumpyMLP:
             params.append(np.zeros(fan_out))
         return params
 
-    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
+    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int,
+              correction: Params | None = None) -> LocalResult:  # fmt: skip
         """Minibatch SGD from ``params`` for ``local_epochs`` epochs or ``local_steps`` steps.
 
         Batches come from :func:`~fltest.model.batches.local_batches` (seeded by ``seed``); the
-        input parameters are not modified. With FedProx each gradient gains ``mu * (w - params)``.
-        Metrics: ``train_loss`` (mean batch cross-entropy, without the proximal term), ``steps``.
+        input parameters are not modified. With FedProx each gradient gains ``mu * (w - params)``;
+        with SCAFFOLD, ``correction`` (``c - c_i``). Metrics: ``train_loss`` (mean batch
+        cross-entropy, without the proximal term), ``steps``.
         """
         x, y = _rows(features), labels
         start, params = params, [p.copy() for p in params]
         mu = training.strategy.proximal_mu
+        corrections = correction or [None] * len(params)
         losses = []
         for batch in local_batches(len(y), training, seed):
             loss, grads = _gradients(params, x[batch], y[batch])
-            for p, g, p0 in zip(params, grads, start):
+            for p, g, p0, c in zip(params, grads, start, corrections):
                 if mu:  # FedProx: the gradient of mu/2 ||w - w_t||^2 too
                     g = g + mu * (p - p0)
+                if c is not None:  # SCAFFOLD: y -= lr * (g - c_i + c)
+                    g = g + c
                 p -= training.learning_rate * g
             losses.append(loss)
         return LocalResult(params=params, metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))})

@@ -132,12 +132,18 @@ class TorchClassifier:
         """``(init_params, train, evaluate)``: what a model module binds at top level."""
         return self.init_params, self.train, self.evaluate
 
-    def _build(self, input_shape: tuple[int, ...], num_classes: int, device: torch.device) -> nn.Module:
-        return self.network(input_shape, num_classes).to(device=device, dtype=self.dtype)
+    def _build(self, input_shape: tuple[int, ...], num_classes: int, device: torch.device, dtype: torch.dtype | None = None) -> nn.Module:
+        return self.network(input_shape, num_classes).to(device=device, dtype=dtype or self.dtype)
 
     def _network_with(self, params: Params, features: np.ndarray, device: torch.device) -> nn.Module:
         """The network for ``features``' sample shape on ``device``, holding ``params``."""
-        network = self._build(channels_first(features.shape[1:]), int(params[-1].shape[0]), device)
+        return self.network_holding(params, features.shape[1:], device)
+
+    def network_holding(self, params: Params, sample_shape: tuple[int, ...], device: torch.device,
+                        dtype: torch.dtype | None = None) -> nn.Module:  # fmt: skip
+        """The network for samples shaped ``sample_shape`` (as FLTest gives them), holding ``params``, on ``device``,
+        its floating parameters and buffers in ``dtype`` (the network's own by default)."""
+        network = self._build(channels_first(tuple(sample_shape)), int(params[-1].shape[0]), device, dtype)
         state = network.state_dict()
         shapes = [tuple(tensor.shape) for tensor in state.values()]
         if shapes != [p.shape for p in params]:
@@ -154,10 +160,12 @@ class TorchClassifier:
             network = self._build(channels_first(tuple(feature_shape)), num_classes, cpu)
         return _params_of(network)
 
-    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
+    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int,
+              correction: Params | None = None) -> LocalResult:  # fmt: skip
         """Minibatch training from ``params`` with the optimizer, cross-entropy loss; metrics ``train_loss``, ``steps``.
 
-        With FedProx each parameter's gradient gains ``mu * (w - w_t)`` before the optimizer's step.
+        Before each optimizer step, with FedProx each parameter's gradient gains ``mu * (w - w_t)``; with
+        SCAFFOLD, its entry of ``correction`` (``c - c_i``, in the network's dtype; buffers take none).
         """
         device = training_device()
         with deterministic(self.threads, seed, device):
@@ -167,6 +175,7 @@ class TorchClassifier:
             network.train()
             mu = training.strategy.proximal_mu
             start = [p.detach().clone() for p in network.parameters()]
+            corrections = _corrections(network, correction, device)
             losses = []
             for batch in local_batches(len(labels), training, seed):
                 index = torch.from_numpy(batch).to(device)
@@ -176,6 +185,8 @@ class TorchClassifier:
                 if mu:  # FedProx: the gradient of mu/2 ||w - w_t||^2 too
                     for parameter, initial in zip(network.parameters(), start):
                         parameter.grad.add_(parameter.detach() - initial, alpha=mu)
+                for parameter, term in corrections:  # SCAFFOLD: y -= lr * (g - c_i + c)
+                    parameter.grad.add_(term)
                 optimizer.step()
                 losses.append(loss.item())
         return LocalResult(params=_params_of(network), metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))})
@@ -191,6 +202,22 @@ class TorchClassifier:
             loss = float(nn.functional.cross_entropy(logits, targets))
             probabilities = torch.softmax(logits, dim=1).numpy()
         return Evaluation(loss=loss, accuracy=float(np.mean(probabilities.argmax(axis=1) == labels)), probabilities=probabilities)
+
+
+def _corrections(network: nn.Module, correction: Params | None, device: torch.device) -> list[tuple[nn.Parameter, torch.Tensor]]:
+    """Each trainable parameter with its entry of SCAFFOLD's ``correction`` (aligned with ``state_dict()``), in its dtype."""
+    if correction is None:
+        return []
+    by_name = dict(zip(network.state_dict(), correction, strict=True))
+    return [(parameter, torch.from_numpy(np.asarray(by_name[name])).to(device=device, dtype=parameter.dtype))
+            for name, parameter in network.named_parameters() if parameter.requires_grad]  # fmt: skip
+
+
+def torch_classifier_of(model: object) -> TorchClassifier | None:
+    """The :class:`TorchClassifier` whose functions a model module binds (``init_params, train, evaluate =
+    TorchClassifier(network).contract()``), or ``None`` for any other model."""
+    owner = getattr(getattr(model, "train", None), "__self__", None)
+    return owner if isinstance(owner, TorchClassifier) else None
 
 
 def _params_of(network: nn.Module) -> Params:

@@ -129,17 +129,24 @@ def run_styles(runs: list[RunCurves]) -> dict[str, dict[str, str]]:
             for run, color, style, marker in zip(runs, cycle(colors), cycle(LINE_STYLES), cycle(MARKERS))}  # fmt: skip
 
 
+def divergence_label(row: dict) -> str:
+    """A run's legend in the divergence panel: its first round beyond the tolerance, and its |Δw| after the last round."""
+    differences = row["param_diff_per_round"]
+    diverges = row.get("first_divergent_round")
+    since = f"from round {diverges}" if diverges else "within tolerance"
+    return f"{row['run']} ({since}; {differences[-1]:.2g} after round {len(differences)})"
+
+
 def _draw_divergence(axis: plt.Axes, comparison: dict, styles: dict[str, dict[str, str]]) -> None:
     """Each run's |Δw| from the reference's global model after every round (``comparison.json``), in the
-    run's own style (:func:`run_styles`), on a scale linear below the tolerance and logarithmic above,
-    with the tolerance drawn."""
+    run's own style (:func:`run_styles`) and labelled by :func:`divergence_label`, on a scale linear below
+    the tolerance and logarithmic above, with the tolerance drawn."""
     tolerance = comparison.get("tolerance", 0.0)
     rows = [row for row in comparison.get("runs", []) if row.get("param_diff_per_round")]
     for row in rows:
         differences = row["param_diff_per_round"]
-        diverges = row.get("first_divergent_round")
-        label = f"{row['run']} (from round {diverges})" if diverges else f"{row['run']} (within tolerance)"
-        axis.plot(range(1, len(differences) + 1), differences, **styles.get(row["run"], {}), markerfacecolor="none", label=label)
+        axis.plot(range(1, len(differences) + 1), differences, **styles.get(row["run"], {}), markerfacecolor="none",
+                  label=divergence_label(row))  # fmt: skip
     if tolerance:
         axis.axhline(tolerance, color="grey", linewidth=1, linestyle=":", label=f"tolerance {tolerance:g}")
         axis.set_yscale("symlog", linthresh=tolerance)

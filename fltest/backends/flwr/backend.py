@@ -12,6 +12,7 @@ from fltest.backends.flwr.client_app import ShardSource, make_client_app
 from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
 from fltest.backends.flwr.ray_session import start_private_ray
 from fltest.backends.flwr.simulation import SimulationTransport
+from fltest.backends.flwr.strategy import unsupported
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.backends.supervision import Deadlines, follow_run
 from fltest.config.schema import ExperimentConfig
@@ -24,6 +25,10 @@ class FlwrBackend(Backend):
     """Flower 1.42 simulation (Message API: ServerApp, ClientApp, Flower's strategy classes) on Ray."""
 
     framework = "flwr"
+
+    def unsupported(self, config: ExperimentConfig) -> str | None:
+        """Why Flower has no implementation of the config's strategy (SCAFFOLD), else ``None``."""
+        return unsupported(config.training.strategy)
 
     def storage(self, config: ExperimentConfig) -> Storage:
         """In-memory shards on a joined cluster (they travel), memory-mapped ones on a private Ray."""

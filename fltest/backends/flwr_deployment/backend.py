@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from fltest.backends.base import Backend, RunJob
+from fltest.backends.flwr.strategy import unsupported
 from fltest.backends.flwr_deployment.app_dir import user_module_sources, write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
 from fltest.backends.flwr_deployment.log_stream import FlowerRunTransport
@@ -28,6 +29,10 @@ class FlwrDeploymentBackend(Backend):
     """Flower 1.42 deployment: a SuperLink at ``superlink`` (TLS) and the SuperNodes connected to it."""
 
     framework = "flwr"
+
+    def unsupported(self, config: ExperimentConfig) -> str | None:
+        """Why Flower has no implementation of the config's strategy (SCAFFOLD), else ``None``."""
+        return unsupported(config.training.strategy)
 
     def check(self, config: ExperimentConfig, run: FlwrDeploymentRun) -> None:
         """Refuse a CA file that is not there, and user modules the app cannot carry (the schema checked the options)."""

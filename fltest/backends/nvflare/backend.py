@@ -11,6 +11,7 @@ from fltest.backends.base import Backend, RunJob
 from fltest.backends.nvflare.exchange import SPEC_VARIABLE, RunFiles, RunSpec
 from fltest.backends.nvflare.job import export_job
 from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_environment
+from fltest.backends.nvflare.strategies import unsupported
 from fltest.backends.nvflare.transport import SimulatorTransport
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.backends.supervision import Deadlines, follow_run
@@ -18,17 +19,6 @@ from fltest.config.schema import ExperimentConfig
 from fltest.params import save_params
 
 log = logging.getLogger(__name__)
-
-
-_FEDOPT_ONLY = ("NVFlare 2.9 has {name} only through its FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), "
-                "which steps a torch.optim optimizer over a PyTorch module the server holds; FLTest's models reach "
-                "NVFlare as lists of numpy arrays (FrameworkType.NUMPY)")
-UNSUPPORTED_STRATEGIES = {  # strategy -> why NVFlare cannot run it with an implementation of its own
-    "fedavgm": _FEDOPT_ONLY.format(name="server momentum (FedAvgM: SGD with momentum)"),
-    "fedadagrad": _FEDOPT_ONLY.format(name="FedAdagrad (torch.optim.Adagrad)"),
-    "fedadam": _FEDOPT_ONLY.format(name="FedAdam (torch.optim.Adam)"),
-    "fedyogi": "NVFlare 2.9 has no FedYogi",
-}
 
 
 def simulator_threads(config: ExperimentConfig) -> int:
@@ -42,7 +32,7 @@ def simulator_threads(config: ExperimentConfig) -> int:
 
 
 class NVFlareBackend(Backend):
-    """NVIDIA FLARE 2.9: a FedAvg job (Client API clients) in the NVFlare simulator.
+    """NVIDIA FLARE 2.9: a job of NVFlare's controller for the strategy (Client API clients) in the NVFlare simulator.
 
     Options: ``keep_workspace`` (default ``false``): keep the job, the simulator's
     workspace and the exchanged files in ``<run dir>/nvflare/`` after the run.
@@ -51,8 +41,8 @@ class NVFlareBackend(Backend):
     framework = "nvflare"
 
     def unsupported(self, config: ExperimentConfig) -> str | None:
-        """NVFlare 2.9 has FedAvg and FedProx for models sent as numpy arrays, and nothing else of the config's."""
-        return UNSUPPORTED_STRATEGIES.get(config.training.strategy.name)
+        """Why NVFlare 2.9 has no implementation of the config's strategy (:mod:`fltest.backends.nvflare.strategies`)."""
+        return unsupported(config)
 
     def run(self, job: RunJob) -> None:
         """Export the job, run the simulator and report each round as the server reports it."""

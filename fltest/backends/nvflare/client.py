@@ -4,8 +4,10 @@ NVFlare runs this file (``ScriptRunner``, in the client's process) once per
 simulated site. The site ``site-<n>`` is partition ``n - 1``; it memory-maps its
 shard from the local cache named in the run spec (``FLTEST_NVFLARE_SPEC``), and
 every round runs :func:`fltest.fedavg.client_update`, the reference backend's own
-local training and hooks (with FedProx's term where NVFlare's FedAvg sends ``fedprox_mu``). A client that fails writes one line saying why to the
-run's workspace, then raises (which fails the NVFlare job).
+local training and hooks (with FedProx's term where NVFlare's FedAvg sends ``fedprox_mu``; with
+SCAFFOLD's control variates, :class:`fltest.control_variates.ClientControl`, where NVFlare's Scaffold
+sends its ``c``). A client that fails writes one line saying why to the run's workspace, then raises
+(which fails the NVFlare job).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from nvflare.app_common.app_constant import AlgorithmConstants
 from nvflare.app_common.utils.fedprox_utils import get_fedprox_mu
 
 from fltest.backends.nvflare.exchange import RunFiles, RunSpec, partition_of
+from fltest.control_variates import ClientControl
 from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
 from fltest.params import keyed, unkeyed
@@ -36,26 +39,28 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
         files.write_failure(partition_id, f"client {partition_id} failed to start: {_describe(exc)}")
         raise
     files.mark_ready(partition_id)
+    control = ClientControl()  # SCAFFOLD's c_i, kept from round to round in this client's process
     while flare.is_running():
         task = flare.receive()
         if task is None:
             break
-        server_round = task.current_round + 1
+        server_round, meta = task.current_round + 1, task.meta or {}
         try:
-            mu = get_fedprox_mu(task) if AlgorithmConstants.FEDPROX_MU in (task.meta or {}) else None  # NVFlare's FedProx
-            run_config = config if mu is None else with_proximal_mu(config, mu)
-            update = client_update(run_config, hooks, partition_id, server_round, unkeyed(task.params), x, y)
+            if AlgorithmConstants.SCAFFOLD_CTRL_GLOBAL in meta:  # NVFlare's Scaffold sends its control variate c
+                server_control = unkeyed(meta[AlgorithmConstants.SCAFFOLD_CTRL_GLOBAL])
+                update = control.train(config, hooks, partition_id, server_round, unkeyed(task.params), server_control, x, y)
+            else:
+                mu = get_fedprox_mu(task) if AlgorithmConstants.FEDPROX_MU in meta else None  # NVFlare's FedProx
+                run_config = config if mu is None else with_proximal_mu(config, mu)
+                update = client_update(run_config, hooks, partition_id, server_round, unkeyed(task.params), x, y)
         except Exception as exc:
             files.write_failure(partition_id, f"round {server_round}: client {partition_id} failed: {_describe(exc)}")
             raise
-        flare.send(
-            flare.FLModel(
-                params=keyed(update.params),
-                params_type=flare.ParamsType.FULL,
-                metrics=update.metrics,
-                meta={FLMetaKey.NUM_STEPS_CURRENT_ROUND: update.num_examples},
-            )
-        )
+        reply_meta = {FLMetaKey.NUM_STEPS_CURRENT_ROUND: update.num_examples}
+        if update.control_delta is not None:
+            reply_meta[AlgorithmConstants.SCAFFOLD_CTRL_DIFF] = keyed(update.control_delta)
+        flare.send(flare.FLModel(params=keyed(update.params), params_type=flare.ParamsType.FULL, metrics=update.metrics,
+                                 meta=reply_meta))  # fmt: skip
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Build and export an experiment's NVFlare job: FLTest's FedAvg on the server, the Client API script on clients."""
+"""Build and export an experiment's NVFlare job: NVFlare's controller for the strategy on the server, the Client API script on clients."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from nvflare.job_config.script_runner import FrameworkType, ScriptRunner
 
 from fltest.backends.nvflare import client
 from fltest.backends.nvflare.exchange import JOB_NAME, RunFiles
-from fltest.backends.nvflare.server import FLTestFedAvg
+from fltest.backends.nvflare.strategies import server_controller
 from fltest.config.schema import ExperimentConfig
 
 # How often a client without a task asks the server again (NVFlare's default: 2 s, which
@@ -25,16 +25,7 @@ def export_job(config: ExperimentConfig, files: RunFiles) -> Path:
     """
     job = FedJob(name=JOB_NAME, min_clients=config.clients, fail_fast=True)
     job.set_app_packages(["fltest"])
-    job.to_server(
-        FLTestFedAvg(
-            num_clients=config.clients,
-            num_rounds=config.training.rounds,
-            seed=config.seed,
-            fraction_fit=config.training.fraction_fit,
-            workspace=str(files.root),
-            fedprox_mu=config.training.strategy.proximal_mu or None,
-        )
-    )
+    job.to_server(server_controller(config, files))
     job.to_server({"server": {"task_request_interval": TASK_REQUEST_INTERVAL_S}})
     job.to_clients(ScriptRunner(script=str(Path(client.__file__).resolve()), framework=FrameworkType.NUMPY))
     job.export_job(str(files.job_root))

@@ -1,17 +1,19 @@
-"""The NVFlare server side: FedAvg with FLTest's seeded selection and partition-ordered aggregation.
+"""The NVFlare server side: NVFlare's FedAvg and Scaffold with FLTest's seeded selection and partition-ordered sums.
 
 These classes are instantiated by NVFlare in the simulator's server process, from
-the arguments in the exported job config.
+the arguments in the exported job config (FedOpt's, which imports torch: :mod:`fltest.backends.nvflare.fedopt`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from nvflare.apis.fl_constant import FLMetaKey
 from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
 from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
 from nvflare.app_common.workflows.fedavg import FedAvg
+from nvflare.app_common.workflows.scaffold import Scaffold
 
 from fltest.backends.nvflare.exchange import RunFiles, partition_of, site_name
 from fltest.fedavg import ClientUpdate, aggregate, select_clients
@@ -63,13 +65,58 @@ class PartitionOrderAggregator(ModelAggregator):
         self._updates = {}
 
 
-class FLTestFedAvg(FedAvg):
-    """NVFlare's FedAvg workflow training the clients :func:`fltest.fedavg.select_clients` picks.
+class FLTestRounds:
+    """FLTest's part in each of its NVFlare controllers: the rounds' partitions, the initial model, the round files.
 
-    It loads the float64 initial model from the run's workspace, fails the job on any
-    client error (``ignore_result_error=False``) and writes the global model after
-    every round to the workspace, where the fltest driver records it.
+    Put before one of NVFlare's controllers (FedAvg, FedOpt, Scaffold), which does the rest. It trains the
+    partitions :func:`fltest.fedavg.select_clients` picks, loads the float64 initial model from the run's
+    workspace, and writes the global model after every round there, where the fltest driver records it.
     """
+
+    num_clients: int
+    current_round: int
+
+    def take_part(self, seed: int, fraction_fit: float, workspace: str) -> None:
+        """Select with ``seed`` and ``fraction_fit``; read and write the run's files under ``workspace``."""
+        self.seed = seed
+        self.fraction_fit = fraction_fit
+        self.workspace = workspace
+        self._files = RunFiles(Path(workspace))
+        self.selected: list[int] = []
+
+    def load_model(self) -> FLModel:
+        """The initial model from ``initial.npz``."""
+        params = load_params(self._files.initial_params)
+        return FLModel(params_type=ParamsType.FULL, params=keyed(params))
+
+    def sample_clients(self, num_clients: int | None = None) -> list[str]:
+        """The sites of the partitions FLTest selects for this round (rounds count from 1 in FLTest)."""
+        self.selected = select_clients(self.num_clients, self.fraction_fit, self.seed, self.current_round + 1)
+        self.info(f"round {self.current_round + 1}: training partitions {self.selected}")  # type: ignore[attr-defined]
+        return [site_name(p) for p in self.selected]
+
+    def save_model(self, model: FLModel) -> None:
+        """Write the round's global model, train metrics and clients for the driver."""
+        self._files.write_round(
+            RoundResult(self.current_round + 1, unkeyed(model.params), dict(model.metrics or {}), self.selected)
+        )
+
+
+class PartitionOrderRounds(FLTestRounds):
+    """FLTest's part in NVFlare's FedAvg and its subclasses: the replies are averaged by :class:`PartitionOrderAggregator`."""
+
+    aggregator: PartitionOrderAggregator
+
+    def sample_clients(self, num_clients: int | None = None) -> list[str]:
+        """The selected partitions' sites, whose replies the aggregator then expects."""
+        sites = super().sample_clients(num_clients)
+        self.aggregator.expect(self.selected)
+        return sites
+
+
+class FLTestFedAvg(PartitionOrderRounds, FedAvg):
+    """NVFlare's FedAvg workflow on FLTest's rounds (:class:`FLTestRounds`), failing the job on any client error
+    (``ignore_result_error=False``)."""
 
     def __init__(
         self,
@@ -93,26 +140,33 @@ class FLTestFedAvg(FedAvg):
             task_check_period=TASK_CHECK_PERIOD_S,
             fedprox_mu=fedprox_mu,
         )
-        self.seed = seed
-        self.fraction_fit = fraction_fit
-        self.workspace = workspace
-        self._files = RunFiles(Path(workspace))
-        self._selected: list[int] = []
+        self.take_part(seed, fraction_fit, workspace)
 
-    def load_model(self) -> FLModel:
-        """The initial model from ``initial.npz``."""
-        params = load_params(self._files.initial_params)
-        return FLModel(params_type=ParamsType.FULL, params=keyed(params))
 
-    def sample_clients(self, num_clients: int | None = None) -> list[str]:
-        """The sites of the partitions FLTest selects for this round (rounds count from 1 in FLTest)."""
-        self._selected = select_clients(self.num_clients, self.fraction_fit, self.seed, self.current_round + 1)
-        self.aggregator.expect(self._selected)
-        self.info(f"round {self.current_round + 1}: training partitions {self._selected}")
-        return [site_name(p) for p in self._selected]
+class FLTestScaffold(FLTestRounds, Scaffold):
+    """NVFlare's Scaffold workflow on FLTest's rounds, its own aggregation (``scaffold_aggregate_fn``) over the
+    replies in partition order, failing the job on any client error.
 
-    def save_model(self, model: FLModel) -> None:
-        """Write the round's global model, train metrics and clients for the driver."""
-        self._files.write_round(
-            RoundResult(self.current_round + 1, unkeyed(model.params), dict(model.metrics or {}), self._selected)
+    It sends the global control variate ``c`` in each model's meta (``SCAFFOLD_CTRL_GLOBAL``), takes the new global
+    model as the clients' models averaged weighted by ``NUM_STEPS_CURRENT_ROUND`` (FLTest's clients send their
+    example counts there, as for FedAvg), and adds to ``c`` the clients' ``SCAFFOLD_CTRL_DIFF`` averaged alike.
+    """
+
+    def __init__(self, num_clients: int, num_rounds: int, seed: int, fraction_fit: float, workspace: str) -> None:
+        """Scaffold over ``num_clients`` clients for ``num_rounds`` rounds; ``workspace`` is the run's folder."""
+        super().__init__(
+            num_clients=num_clients,
+            num_rounds=num_rounds,
+            persistor_id="",
+            ignore_result_error=False,
+            task_check_period=TASK_CHECK_PERIOD_S,
         )
+        self.take_part(seed, fraction_fit, workspace)
+
+    def aggregate(self, results: list[FLModel], aggregate_fn: Callable[[list[FLModel]], FLModel] | None = None) -> FLModel:
+        """NVFlare's aggregation of the round's replies, sorted by partition; fails unless every selected client replied."""
+        by_partition = sorted(results, key=lambda result: partition_of(result.meta["client_name"]))
+        answered = [partition_of(result.meta["client_name"]) for result in by_partition]
+        if answered != self.selected:
+            raise RuntimeError(f"no reply from clients {sorted(set(self.selected) - set(answered))}")
+        return super().aggregate(by_partition, aggregate_fn)
