@@ -119,7 +119,7 @@ RAISING_MODELS = {  # after round 1 the global bias is no longer 0: the function
 @pytest.mark.parametrize("function", sorted(RAISING_MODELS))
 def test_a_model_that_raises_during_the_run_fails_it_with_one_line_naming_the_module_and_the_round(tmp_path, function):
     body, message = RAISING_MODELS[function]
-    result = _run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], body)))
+    result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], body)))
     assert result.returncode == 1, result.stderr
     expected = message.format(folder=tmp_path)
     assert f"run reference failed: {expected}" in result.stderr and "Traceback" not in result.stderr, result.stderr
@@ -132,7 +132,7 @@ def test_scaffold_with_a_model_whose_train_takes_no_correction_is_one_line_and_e
     config = yaml.safe_load(config_path.read_text())
     config["training"]["strategy"] = "scaffold"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    result = _run_in(tmp_path, "run", config_path.name)
+    result = run_in(tmp_path, "run", config_path.name)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == ("fltest: error: exp.yaml: training.strategy: scaffold needs a model whose train takes "
                                      "correction= (c - c_i, added to every gradient: see fltest.model.contract); my_model.train "
