@@ -73,11 +73,12 @@ def test_divergence_panel_draws_each_run_s_distance_to_the_reference_a_round(tmp
     comparison = json.loads((experiment / "comparison.json").read_text())
     comparison["runs"][1]["param_diff_per_round"] = [0.0, 1e-6, 2e-3]  # as a run that drifts would have it
     comparison["runs"][1]["first_divergent_round"] = 2
+    comparison["runs"][1]["agreement"] = "beyond 1e-09 from round 2"
     (experiment / "comparison.json").write_text(json.dumps(comparison))
     figure = draw_report(experiment)
     divergence_axis = figure.axes[2]
     drawn = {line.get_label(): list(line.get_ydata()) for line in divergence_axis.get_lines()}
-    assert drawn["again (from round 2)"] == [0.0, 1e-6, 2e-3]
+    assert drawn["again (beyond 1e-09 from round 2)"] == [0.0, 1e-6, 2e-3]
     assert drawn[f"tolerance {comparison['tolerance']:g}"] == [comparison["tolerance"]] * 2
     assert divergence_axis.get_yscale() == "symlog" and divergence_axis.get_ylim()[0] == 0
     plt.close(figure)

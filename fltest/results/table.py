@@ -14,8 +14,9 @@ def _cell(value: Any) -> str:
 
 
 def format_table(comparison: dict[str, Any]) -> str:
-    """A plain-text table: one row a run, with accuracy, loss, time and distance to the reference; then a
-    line for each run its framework could not carry out with an implementation of its own (and why)."""
+    """A plain-text table: one row a run, with accuracy, loss, time, distance to the reference and its agreement
+    with it (``identical``, ``within <tolerance>``, or the first round beyond it); then a line for each run
+    its framework could not carry out with an implementation of its own (and why)."""
     columns = [
         ("run", "run"),
         ("framework", "framework"),
@@ -26,7 +27,7 @@ def format_table(comparison: dict[str, Any]) -> str:
         ("wall s", "wall_s"),
         ("x ref time", "wall_ratio_vs_reference"),
         ("max |dw| vs ref", "max_param_diff_vs_reference"),
-        ("diverges at", "first_divergent_round"),
+        ("vs reference", "agreement"),
     ]
     rows = [[_cell(row.get(key)) for _, key in columns] for row in comparison["runs"]]
     widths = [max(len(title), *(len(r[i]) for r in rows)) for i, (title, _) in enumerate(columns)]
