@@ -1,0 +1,103 @@
+"""GPUs in the kit, without a GPU or a Docker engine: each node's Ray --num-gpus, the compose device requests the
+emulation renders for them (none with FLTEST_GPU_DEVICES=none), the status counts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from deploy.compose import COMPOSE_DIR
+from deploy.gpus import DEVICES_VARIABLE, device_mode, gpu_count
+from deploy.node.ray_start import start_args
+from deploy.ray_emulation.project import GPU_FILE, GPU_SETTINGS, HEAD_SERVICE, WORKER_SERVICE, ClusterShape, RayEmulation, command_gpus
+from deploy.ray_emulation.readiness import ClusterState
+from fltest.errors import InputError
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    return next((a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")), None)
+
+
+def test_a_node_offers_ray_the_gpus_it_is_given_and_none_by_default():
+    assert _flag(start_args("head", 1, 100_000_000, None, None), "num-gpus") == "0"  # never Ray's autodetection
+    assert _flag(start_args("worker", 2, 100_000_000, "10.0.0.1:6379", None, num_gpus=2), "num-gpus") == "2"
+
+
+@pytest.fixture
+def emulation_dir(tmp_path, monkeypatch):
+    """A copy of compose/ (its settings and compose file), so that the generated GPU file lands in tmp_path."""
+    for key in (DEVICES_VARIABLE, *GPU_SETTINGS.values()):
+        monkeypatch.delenv(key, raising=False)
+    for name in (".env", "docker-compose.yml"):
+        shutil.copy(COMPOSE_DIR / name, tmp_path / name)
+    return tmp_path
+
+
+def test_each_node_container_gets_a_device_request_of_its_gpu_count(emulation_dir):
+    project = RayEmulation(directory=emulation_dir, overrides={"RAY_HEAD_GPUS": "1", "RAY_WORKER_GPUS": "2"})
+    files = project.compose_files()
+    assert files[-1] == emulation_dir / GPU_FILE
+    written = yaml.safe_load(files[-1].read_text())
+    devices = {name: service["deploy"]["resources"]["reservations"]["devices"] for name, service in written["services"].items()}
+    assert devices == {HEAD_SERVICE: [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}],
+                       WORKER_SERVICE: [{"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}]}  # fmt: skip
+    assert all(isinstance(d[0]["count"], int) for d in devices.values())  # docker-compose 1.29 refuses a string count
+    compose = yaml.safe_load((emulation_dir / "docker-compose.yml").read_text())["services"]
+    assert "--num-gpus=${RAY_HEAD_GPUS}" in compose[HEAD_SERVICE]["command"]  # Ray's count is the same setting
+    assert "--num-gpus=${RAY_WORKER_GPUS}" in compose[WORKER_SERVICE]["command"]
+
+
+def test_only_nodes_with_gpus_get_a_request_and_logical_gpus_get_none(emulation_dir, monkeypatch):
+    head_only = RayEmulation(directory=emulation_dir, overrides={"RAY_HEAD_GPUS": "1"})
+    assert list(head_only.gpu_override()["services"]) == [HEAD_SERVICE]
+    assert RayEmulation(directory=emulation_dir).compose_files() == [emulation_dir / "docker-compose.yml"]  # the settings: 0 GPUs
+    monkeypatch.setenv(DEVICES_VARIABLE, "none")
+    logical = RayEmulation(directory=emulation_dir, overrides={"RAY_HEAD_GPUS": "1", "RAY_WORKER_GPUS": "1"})
+    assert logical.gpu_override() is None and logical.compose_files() == [emulation_dir / "docker-compose.yml"]
+
+
+def test_bad_gpu_settings_are_one_line_naming_the_setting():
+    with pytest.raises(InputError, match=r"^FLTEST_GPU_DEVICES=cuda: expected none \(Ray's logical GPUs only"):
+        device_mode("cuda")
+    with pytest.raises(InputError, match=r"^RAY_WORKER_GPUS=two: expected a GPU count \(0 or more\)$"):
+        gpu_count("two", "RAY_WORKER_GPUS")
+    assert (device_mode(None), device_mode("none"), gpu_count("", "X")) == ("nvidia", "none", 0)
+
+
+@pytest.mark.parametrize(("args", "env", "line"), [
+    (["up", "--gpus-per-node", "-1"], {}, "fltest-deploy: error: --gpus-per-node -1: expected a GPU count (0 or more)"),
+    (["up", "--gpus-per-node", "1"], {DEVICES_VARIABLE: "all"}, "fltest-deploy: error: FLTEST_GPU_DEVICES=all: expected none"),
+], ids=["negative-count", "unknown-device-mode"])  # fmt: skip
+def test_fltest_deploy_up_refuses_bad_gpu_settings_before_the_engine_is_asked(tmp_path, args, env, line):
+    for name in (".env", "docker-compose.yml"):
+        shutil.copy(COMPOSE_DIR / name, tmp_path / name)
+    result = subprocess.run([sys.executable, "-m", "deploy", "--compose-dir", str(tmp_path), *args], capture_output=True, text=True,
+                            env={**_clean_env(), **env, "DOCKER_HOST": "unix:///nonexistent.sock"}, timeout=120)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    (error,) = result.stderr.strip().splitlines()
+    assert error.startswith(line), error
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in (DEVICES_VARIABLE, *GPU_SETTINGS.values())}
+
+
+def test_a_node_s_gpus_are_read_back_from_its_command():
+    assert command_gpus(["python", "-m", "deploy.node.ray_start", "head", "--num-cpus=1", "--num-gpus=2"]) == 2.0
+    assert command_gpus("python -m deploy.node.ray_start worker --num-cpus=1") == 0.0  # a node from before GPUs: none
+    assert command_gpus(None) == 0.0
+
+
+def test_status_lines_name_gpus_only_where_the_cluster_has_or_expects_any():
+    cpu_only = ClusterShape(head_cpus=1, workers=2, worker_cpus=1)
+    state = ClusterState(shape=cpu_only, nodes={"h": 1.0, "w1": 1.0, "w2": 1.0}, missing=[], cpus=3.0)
+    assert (state.summary(), state.summary(of_shape=True), state.ready) == ("3 nodes, 3 CPUs", "3/3 nodes, 3/3 CPUs", True)
+    with_gpus = ClusterShape(head_cpus=1, workers=2, worker_cpus=1, head_gpus=1, worker_gpu_total=2)
+    partial = ClusterState(shape=with_gpus, nodes={"h": 1.0, "w1": 1.0, "w2": 1.0}, missing=[], cpus=3.0,
+                           node_gpus={"h": 1.0, "w1": 1.0, "w2": 0.0}, gpus=2.0)  # fmt: skip
+    assert partial.summary(of_shape=True) == "3/3 nodes, 3/3 CPUs, 2/3 GPUs" and not partial.ready  # a node lacks its GPU
