@@ -1,5 +1,5 @@
 """GPUs in the kit, without a GPU or a Docker engine: each node's Ray --num-gpus, the compose device requests the
-emulation renders for them (none with FLTEST_GPU_DEVICES=none), the status counts."""
+emulation renders for them (none with FLTEST_GPU_DEVICES=none), the status counts, and validate's cluster rule."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from deploy.gpus import DEVICES_VARIABLE, device_mode, gpu_count
 from deploy.node.ray_start import start_args
 from deploy.ray_emulation.project import GPU_FILE, GPU_SETTINGS, HEAD_SERVICE, WORKER_SERVICE, ClusterShape, RayEmulation, command_gpus
 from deploy.ray_emulation.readiness import ClusterState
-from fltest.errors import InputError
+from fltest.config.schema import ExperimentConfig
+from fltest.errors import FieldError, InputError
+from fltest.validate import check_cluster_gpus, gpus_asked
+from tests.conftest import base_config
 
 
 def _flag(args: list[str], name: str) -> str | None:
@@ -101,3 +104,32 @@ def test_status_lines_name_gpus_only_where_the_cluster_has_or_expects_any():
     partial = ClusterState(shape=with_gpus, nodes={"h": 1.0, "w1": 1.0, "w2": 1.0}, missing=[], cpus=3.0,
                            node_gpus={"h": 1.0, "w1": 1.0, "w2": 0.0}, gpus=2.0)  # fmt: skip
     assert partial.summary(of_shape=True) == "3/3 nodes, 3/3 CPUs, 2/3 GPUs" and not partial.ready  # a node lacks its GPU
+
+
+def _config(total_gpus: float, total_cpus: int, frameworks: list[dict]) -> ExperimentConfig:
+    data = base_config()
+    data.update(total_gpus=total_gpus, total_cpus=total_cpus, runs=frameworks)
+    return ExperimentConfig.model_validate(data)
+
+
+FLOWER = {"name": "flower", "framework": "flwr"}
+REFERENCE = {"name": "reference", "framework": "reference"}
+DEPLOYMENT = {"name": "sn", "framework": "flwr", "options": {"mode": "deployment", "superlink": "127.0.0.1:9443", "root_certificates": "ca.crt"}}
+
+
+def test_only_flower_simulation_runs_ask_a_ray_cluster_for_gpus():
+    assert gpus_asked(_config(2, 2, [REFERENCE, FLOWER])) == 2
+    assert gpus_asked(_config(2, 2, [REFERENCE, DEPLOYMENT])) == 0  # SuperNodes train where their GPUs are
+    check_cluster_gpus(_config(4, 2, [REFERENCE]), [0.0], "cluster X")  # the reference asks Ray for nothing
+
+
+@pytest.mark.parametrize(("total_gpus", "total_cpus", "nodes", "message"), [
+    (3, 4, [1.0, 1.0], "total_gpus: 3 GPUs asked, cluster X has 2"),
+    (1, 1, [0.0, 0.0], "total_gpus: 1 GPU asked, cluster X has 0"),
+    (2, 1, [1.0, 1.0], "total_gpus: each client asks total_gpus/total_cpus = 2 GPUs, no node of cluster X has that many (the most: 1)"),
+], ids=["more-than-the-cluster", "no-gpu-at-all", "a-share-no-node-holds"])  # fmt: skip
+def test_a_config_asking_a_cluster_for_more_gpus_than_it_has_is_refused(total_gpus, total_cpus, nodes, message):
+    with pytest.raises(FieldError) as refused:
+        check_cluster_gpus(_config(total_gpus, total_cpus, [REFERENCE, FLOWER]), nodes, "cluster X")
+    assert str(refused.value) == message
+    check_cluster_gpus(_config(2, 2, [REFERENCE, FLOWER]), [1.0, 1.0], "cluster X")  # as many as it has: accepted

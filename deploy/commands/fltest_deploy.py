@@ -115,11 +115,17 @@ def device_count(container) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from deploy.ray_emulation.readiness import cluster_state
     from deploy.ray_emulation.run_in_head import run_in_head
-    from fltest.validate import check_config
+    from fltest.config.loader import naming_the_file
+    from fltest.validate import check_cluster_gpus, check_config, gpus_asked
 
     config = check_config(args.config)  # bad input (the data too) fails here, before the cluster is touched
-    head = _project(args).head(docker_client())
+    client, project = docker_client(), _project(args)
+    head = project.head(client)
+    if gpus_asked(config):  # more GPUs than the cluster's nodes offer: one line before anything is staged
+        with naming_the_file(args.config):
+            check_cluster_gpus(config, list(cluster_state(project, client).node_gpus.values()), f"Ray cluster {project.name}")
     return run_in_head(head, Path(args.config), config, Path(args.results_dir))
 
 
