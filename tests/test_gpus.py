@@ -12,12 +12,14 @@ import pytest
 import yaml
 
 from deploy.compose import COMPOSE_DIR
+from deploy.flower_emulation.federation import GPU_SETTING, FlowerFederation
 from deploy.gpus import DEVICES_VARIABLE, device_mode, gpu_count
 from deploy.node.ray_start import start_args
 from deploy.ray_emulation.project import GPU_FILE, GPU_SETTINGS, HEAD_SERVICE, WORKER_SERVICE, ClusterShape, RayEmulation, command_gpus
 from deploy.ray_emulation.readiness import ClusterState
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FieldError, InputError
+from fltest.model.devices import CLIENT_DEVICE_VARIABLE, GPU
 from fltest.validate import check_cluster_gpus, gpus_asked
 from tests.conftest import base_config
 
@@ -133,3 +135,46 @@ def test_a_config_asking_a_cluster_for_more_gpus_than_it_has_is_refused(total_gp
         check_cluster_gpus(_config(total_gpus, total_cpus, [REFERENCE, FLOWER]), nodes, "cluster X")
     assert str(refused.value) == message
     check_cluster_gpus(_config(2, 2, [REFERENCE, FLOWER]), [1.0, 1.0], "cluster X")  # as many as it has: accepted
+
+
+@pytest.fixture
+def flower_dir(tmp_path, monkeypatch):
+    """A copy of the Flower emulation's settings and compose file."""
+    for key in (DEVICES_VARIABLE, GPU_SETTING):
+        monkeypatch.delenv(key, raising=False)
+    for name in ("flower.env", "flower.yml"):
+        shutil.copy(COMPOSE_DIR / name, tmp_path / name)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("settings", "devices", "told"), [
+    ({}, None, False),
+    ({GPU_SETTING: "1"}, [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}], True),
+    ({GPU_SETTING: "1", DEVICES_VARIABLE: "none"}, None, True),
+], ids=["no-gpu", "one-gpu", "logical"])  # fmt: skip
+def test_a_supernode_given_a_gpu_has_its_device_request_and_tells_its_client_apps(flower_dir, settings, devices, told):
+    federation = FlowerFederation(directory=flower_dir, generated_dir=flower_dir / ".generated", overrides=settings)
+    service = federation.supernode_service("supernode-0", 0, 2)
+    assert service.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices") == devices
+    assert (service["environment"].get(CLIENT_DEVICE_VARIABLE) == GPU) is told
+    hardening = federation.hardening()
+    for key in ("cap_drop", "security_opt", "read_only", "tmpfs", "pids_limit", "user"):  # a GPU keeps the hardening
+        assert service[key] == hardening[key], key
+    assert hardening["environment"].items() <= service["environment"].items()  # FLWR_HOME, HOME, HF_HOME kept
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("told", "cuda", "expected"), [(True, True, "cuda"), (True, False, "cpu"), (False, True, "cpu")],
+                         ids=["told-with-cuda", "told-without-cuda", "not-told"])  # fmt: skip
+def test_a_supernode_s_client_app_trains_on_the_gpu_it_was_given(monkeypatch, told, cuda, expected):
+    """Outside Ray (a SuperNode's ClientApp process): the kit's variable and a GPU PyTorch sees make it ``cuda``.
+    No GPU here: PyTorch's answer whether it sees one is what the test sets."""
+    torch = pytest.importorskip("torch", reason="the torch tier needs the torch extra")
+    from fltest.model.torch_classifier import training_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    if told:
+        monkeypatch.setenv(CLIENT_DEVICE_VARIABLE, GPU)
+    else:
+        monkeypatch.delenv(CLIENT_DEVICE_VARIABLE, raising=False)
+    assert training_device().type == expected
