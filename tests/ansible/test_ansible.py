@@ -306,6 +306,13 @@ def test_end_to_end(lab, stages):
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in added.stdout
     rows = recap(added.stdout)
     assert rows["e2e-head"]["changed"] == 0 and rows["e2e-worker"]["changed"] > 0, added.stdout[-6000:]
+    # The image reached the head from the controller in the first run and the worker from the head (the relay) now:
+    # one archive through the controller's uplink, whatever the number of nodes.
+    sent = task_outcomes(first.stdout, "fltest_images : Send the relay the other archives from the controller, once each")
+    assert sent.get("e2e-head") == {"changed"}, (sent, first.stdout[-6000:])
+    assert "changed" not in set().union(*task_outcomes(added.stdout, "fltest_images : Send the relay the other archives from the controller, once each").values())
+    fetched = task_outcomes(added.stdout, "fltest_images : Fetch the image archive from the relay")
+    assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, added.stdout[-6000:])
     for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
         installed = docker("exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io").stdout
         assert installed == "install ok installed", (name, installed)
@@ -356,7 +363,8 @@ def test_end_to_end(lab, stages):
     ray_only = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray")
     assert ray_only.returncode == 0 and all(r["changed"] == 0 for r in recap(ray_only.stdout).values()), ray_only.stdout[-6000:]
     played = set(re.findall(r"^TASK \[(\w+) : ", ray_only.stdout, re.M))
-    assert played and played <= {"fltest_ray", "fltest_ray_head", "fltest_ray_worker", "fltest_container", "fltest_ray_ready"}, played
+    assert played and played <= {"fltest_ray", "fltest_ray_head", "fltest_ray_worker", "fltest_container", "fltest_ray_ready",
+                                  "fltest_gpu"}, played  # fltest_gpu: the node's GPU count, which Ray's command takes  # fmt: skip
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in ray_only.stdout
 
     # A new token on the controller reaches every Ray node and restarts its container (handler); the cluster
@@ -615,3 +623,4 @@ def test_flower_experiment_on_supernodes(lab, stages):
     again = stages.play(lab, "teardown.yml", stage="teardown.yml again")
     assert again.returncode == 0 and set(recap(again.stdout)) >= set(NODES), again.stdout[-6000:]
     assert all(row["changed"] == 0 for row in recap(again.stdout).values()), again.stdout[-6000:]
+
