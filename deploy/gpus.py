@@ -56,7 +56,3 @@ def device_override(counts: Mapping[str, int], mode: str) -> dict | None:
         return None
     return {"services": services}
 
-
-def describe(gpus: float) -> str:
-    """``1 GPU``, ``2 GPUs``, ``0.5 GPUs``: a GPU count for a status line."""
-    return f"{gpus:g} GPU" + ("" if gpus == 1 else "s")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deploy.gpus import DEVICES_VARIABLE
 from fltest.model.devices import CLIENT_DEVICE_VARIABLE, GPU
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,6 +86,8 @@ def test_a_node_s_gpus_reach_ray_and_its_container(computed):
 def test_logical_gpus_reach_ray_but_no_device_is_requested(computed):
     logical = computed[0]["logical"]
     assert (logical["ray_args"], logical["ray_flags"]) == (["--num-gpus=1"], [])
+    defaults = yaml.safe_load((ANSIBLE / "roles" / "fltest_gpu" / "defaults" / "main.yml").read_text())
+    assert f"'{DEVICES_VARIABLE}'" in defaults["fltest_gpu_devices"]  # the emulation's variable works for the lab too
 
 
 def test_auto_on_a_node_without_nvidia_smi_is_zero_and_says_so(computed):
