@@ -20,7 +20,7 @@ def _validate(args: argparse.Namespace) -> int:
     from fltest.validate import check_config
 
     config = check_config(args.config)
-    with naming_the_file(args.config):  # as run checks them
+    with naming_the_file(args.config):  # a field a backend's check refuses (total_gpus on a joined cluster)
         for run in config.runs:
             backend_for(run).check(config, run)
     print(f"{args.config}: valid ({len(config.runs)} runs, {config.clients} clients, {config.training.rounds} rounds)")

@@ -126,7 +126,7 @@ def run_experiment(
                 log.error("run %s failed: %s: %s", run.name, type(exc).__name__, exc)
                 continue
             summaries.append(recorder.finish("completed"))
-        comparison = compare_runs(experiment_dir, summaries)
+        comparison = compare_runs(experiment_dir, summaries, config.compare.tolerance)
     finally:  # the per-round models serve the comparison; they stay only if asked for
         if not config.output.save_round_models:
             for run in config.runs:

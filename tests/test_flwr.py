@@ -6,7 +6,6 @@ import json
 import logging
 import threading
 import time
-from contextlib import contextmanager
 
 import cloudpickle
 import pytest
@@ -21,6 +20,7 @@ from fltest.data.shards import cache_key, prepare_shards
 from fltest.runner import run_experiment
 from tests.conformance import assert_conforms
 from tests.conftest import failing_round_seconds
+from tests.ray_cluster import head_and_node
 
 pytestmark = pytest.mark.ray
 FREEZE_TIMEOUT_S = 3  # the frozen client's round_timeout_s: the server waits 3 s and its 10 s grace
@@ -170,29 +170,10 @@ def test_pickled_client_app_stays_small_as_clients_grow(fresh_cache):
     assert naive[120] > 10 * sizes[120]  # the pattern it replaces carries every shard
 
 
-@contextmanager
-def _head_and_node(monkeypatch, **head_args):
-    """A Ray head and one more node on this machine, one CPU each, ``FLTEST_RAY_ADDRESS`` set to it, stopped by their handle."""
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, **head_args})
-    try:
-        node = cluster.add_node(num_cpus=1)
-        cluster.wait_for_nodes()
-        if ray.is_initialized():  # waiting may have connected this process; fltest must connect itself
-            ray.shutdown()
-        monkeypatch.setenv("FLTEST_RAY_ADDRESS", cluster.address)
-        yield cluster, node
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
-
-
 @pytest.fixture
 def two_node_cluster(monkeypatch):
-    """A Ray head and one more node (:func:`_head_and_node`)."""
-    with _head_and_node(monkeypatch) as (cluster, _):
+    """A Ray head and one more node (:func:`tests.ray_cluster.head_and_node`)."""
+    with head_and_node(monkeypatch) as (cluster, _):
         yield cluster
 
 
@@ -201,7 +182,7 @@ def cluster_with_a_killed_node(monkeypatch):
     """A Ray head and one more node whose raylet is killed (SIGKILL); the head declares a node dead only after 5 minutes
     (health checks every second, 300 missed), so Ray lists the killed node alive for the whole test."""
     slow_detection = {"health_check_period_ms": 1000, "health_check_failure_threshold": 300}
-    with _head_and_node(monkeypatch, _system_config=slow_detection) as (_, node):
+    with head_and_node(monkeypatch, _system_config=slow_detection) as (_, node):
         node.all_processes["raylet"][0].process.kill()
         yield node
 

@@ -73,7 +73,8 @@ def _drifted(experiment):
     """The experiment's comparison as it is, then with ``again`` drifting from round 2 (as a run whose rule differs would)."""
     comparison = json.loads((experiment / "comparison.json").read_text())
     drifted = json.loads(json.dumps(comparison))
-    drifted["runs"][1].update(param_diff_per_round=[0.0, 1e-6, 2e-3], first_divergent_round=2, max_param_diff_vs_reference=2e-3)
+    drifted["runs"][1].update(param_diff_per_round=[0.0, 1e-6, 2e-3], first_divergent_round=2, max_param_diff_vs_reference=2e-3,
+                              agreement="beyond 1e-09 from round 2")
     return comparison, drifted
 
 
@@ -81,13 +82,13 @@ def test_divergence_panel_draws_each_run_s_distance_to_the_reference_a_round(tmp
     experiment = _two_reference_runs(tmp_path)
     comparison, drifted = _drifted(experiment)
     figure = draw_report(experiment)
-    assert [line.get_label() for line in figure.axes[2].get_lines()][0] == "again (within tolerance; 0 after round 3)"
+    assert [line.get_label() for line in figure.axes[2].get_lines()][0] == "again (identical; 0 after round 3)"
     plt.close(figure)
     (experiment / "comparison.json").write_text(json.dumps(drifted))
     figure = draw_report(experiment)
     divergence_axis = figure.axes[2]
     drawn = {line.get_label(): list(line.get_ydata()) for line in divergence_axis.get_lines()}
-    assert drawn["again (from round 2; 0.002 after round 3)"] == [0.0, 1e-6, 2e-3]
+    assert drawn["again (beyond 1e-09 from round 2; 0.002 after round 3)"] == [0.0, 1e-6, 2e-3]
     assert drawn[f"tolerance {comparison['tolerance']:g}"] == [comparison["tolerance"]] * 2
     assert divergence_axis.get_yscale() == "symlog" and divergence_axis.get_ylim()[0] == 0
     plt.close(figure)
@@ -96,9 +97,9 @@ def test_divergence_panel_draws_each_run_s_distance_to_the_reference_a_round(tmp
 def test_the_table_gives_each_run_s_first_divergent_round_and_its_distance_after_the_last_round(tmp_path):
     comparison, drifted = _drifted(_two_reference_runs(tmp_path))
     header, _, reference, again = format_table(comparison).splitlines()
-    assert header.split()[-5:] == ["diverges", "at", "|dw|", "last", "round"]
-    assert reference.split()[-2:] == ["-", "-"] and again.split()[-2:] == ["-", "0.0000"]  # the same model: within tolerance
-    assert format_table(drifted).splitlines()[3].split()[-2:] == ["2", "0.0020"]
+    assert header.split()[-5:] == ["|dw|", "last", "round", "vs", "reference"]
+    assert reference.split()[-2:] == ["-", "-"] and again.split()[-2:] == ["0.0000", "identical"]  # the same model
+    assert format_table(drifted).splitlines()[3].split()[-6:] == ["0.0020", "beyond", "1e-09", "from", "round", "2"]
 
 
 def test_plot_report_writes_a_png(tmp_path):

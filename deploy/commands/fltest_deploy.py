@@ -9,7 +9,8 @@ from pathlib import Path
 
 from deploy.compose import COMPOSE_DIR
 from deploy.engine import docker_client
-from deploy.ray_emulation.project import HEAD_SERVICE
+from deploy.gpus import LOGICAL, NVIDIA
+from deploy.ray_emulation.project import GPU_SETTINGS, HEAD_SERVICE
 from fltest.command_line import run_command
 from fltest.errors import InputError
 
@@ -18,6 +19,10 @@ def _project(args: argparse.Namespace):
     from deploy.ray_emulation.project import RayEmulation
 
     overrides = {"RAY_WORKERS": str(args.workers)} if getattr(args, "workers", None) is not None else {}
+    if getattr(args, "gpus_per_node", None) is not None:
+        if args.gpus_per_node < 0:
+            raise InputError(f"--gpus-per-node {args.gpus_per_node}: expected a GPU count (0 or more)")
+        overrides.update({key: str(args.gpus_per_node) for key in GPU_SETTINGS.values()})
     return RayEmulation(directory=Path(args.compose_dir), overrides=overrides, dashboard=getattr(args, "dashboard", False))
 
 
@@ -62,14 +67,16 @@ def _token(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from deploy.ray_emulation.readiness import wait_until_ready
 
-    client, project = docker_client(), _project(args)
+    project = _project(args)
+    project.gpu_override()  # bad GPU settings: one line, before the engine is asked
+    client = docker_client()
     image = project.setting("FLTEST_IMAGE")
     if not client.images.list(name=image):
         raise InputError(f"FLTEST_IMAGE={image}: image not found (build it: fltest-deploy build)")
     _ensure_token(project)
     project.up(client)
     state = wait_until_ready(project, client, args.timeout)
-    print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
+    print(f"ready: {state.summary()}" + (" (Ray's logical GPUs: FLTEST_GPU_DEVICES=none)" if state.gpus and project.gpu_devices() == LOGICAL else ""))
     if project.dashboard:
         print(f"Ray dashboard: http://127.0.0.1:{project.setting('RAY_DASHBOARD_PORT')} (token: {_token_path(project)})")
     return 0
@@ -79,7 +86,7 @@ def _wait(args: argparse.Namespace) -> int:
     from deploy.ray_emulation.readiness import wait_until_ready
 
     state = wait_until_ready(_project(args), docker_client(), args.timeout)
-    print(f"ready: {len(state.nodes)} nodes, {state.cpus:g} CPUs")
+    print(f"ready: {state.summary()}")
     return 0
 
 
@@ -88,21 +95,37 @@ def _status(args: argparse.Namespace) -> int:
 
     client, project = docker_client(), _project(args)
     state = cluster_state(project, client)
-    print(f"{'container':32} {'state':10} {'health':10} {'CPU limit':>9} {'Ray CPUs':>8}")
+    print(f"{'container':32} {'state':10} {'health':10} {'CPU limit':>9} {'Ray CPUs':>8} {'GPU devices':>11} {'Ray GPUs':>8}")
     for c in project.containers(client, include_stopped=True):
         health = c.attrs["State"].get("Health", {}).get("Status", "-")
         limit = c.attrs["HostConfig"]["NanoCpus"] / 1e9
-        print(f"{c.name:32} {c.status:10} {health:10} {limit:9g} {state.nodes.get(c.name, '-')!s:>8}")
-    print(("ready" if state.ready else "not ready") + f": {len(state.nodes)}/{state.shape.nodes} nodes, {state.cpus:g}/{state.shape.cpus:g} CPUs")
+        print(f"{c.name:32} {c.status:10} {health:10} {limit:9g} {state.nodes.get(c.name, '-')!s:>8} "
+              f"{device_count(c):>11} {state.node_gpus.get(c.name, '-')!s:>8}")
+    print(("ready" if state.ready else "not ready") + f": {state.summary(of_shape=True)}")
     return 0 if state.ready else 1
 
 
+def device_count(container) -> str:
+    """The GPUs Docker passes ``container`` (its NVIDIA device requests): a count, ``all``, or ``-`` for none."""
+    counts = [request.get("Count", 0) for request in container.attrs["HostConfig"].get("DeviceRequests") or []
+              if request.get("Driver") == NVIDIA or ["gpu"] in (request.get("Capabilities") or [])]  # fmt: skip
+    if not counts:
+        return "-"
+    return "all" if -1 in counts else str(sum(counts))
+
+
 def _run(args: argparse.Namespace) -> int:
+    from deploy.ray_emulation.readiness import cluster_state
     from deploy.ray_emulation.run_in_head import run_in_head
-    from fltest.validate import check_config
+    from fltest.config.loader import naming_the_file
+    from fltest.validate import check_cluster_gpus, check_config, gpus_asked
 
     config = check_config(args.config)  # bad input (the data too) fails here, before the cluster is touched
-    head = _project(args).head(docker_client())
+    client, project = docker_client(), _project(args)
+    head = project.head(client)
+    if gpus_asked(config):  # more GPUs than the cluster's nodes offer: one line before anything is staged
+        with naming_the_file(args.config):
+            check_cluster_gpus(config, list(cluster_state(project, client).node_gpus.values()), f"Ray cluster {project.name}")
     return run_in_head(head, Path(args.config), config, Path(args.results_dir))
 
 
@@ -166,11 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--timeout", type=float, default=180.0, help="seconds before failing (default 180)")
         if name == "up":
             command.add_argument("--workers", type=int, help="Ray workers (default: RAY_WORKERS)")
+            command.add_argument("--gpus-per-node", type=int, metavar="N",
+                                 help="GPUs of the head and of each worker: Ray's --num-gpus and an NVIDIA device request "
+                                      "per container (FLTEST_GPU_DEVICES=none: Ray's logical GPUs only); default: "
+                                      "RAY_HEAD_GPUS, RAY_WORKER_GPUS")
             command.add_argument("--dashboard", action="store_true",
                                  help="also run the head's Ray dashboard, token-protected, on 127.0.0.1:RAY_DASHBOARD_PORT (compose/dashboard.yml)")
         command.set_defaults(handler=handler)
 
-    status = sub.add_parser("status", help="containers, their CPU limits and what Ray reports")
+    status = sub.add_parser("status", help="containers, their CPU limits and GPU devices, and what Ray reports")
     status.set_defaults(handler=_status)
 
     run = sub.add_parser("run", help="run `fltest run <config>` in the head; results land on the host")

@@ -25,6 +25,7 @@ import yaml
 
 from deploy.compose import ComposeProject
 from deploy.engine import docker_client
+from deploy.gpus import DEVICES_VARIABLE, device_mode, device_override, gpu_count
 from deploy.kit import KIT
 from deploy.node.superlink_flwr import CA_MOUNT, PUBLIC_KEY_ENV, PUBLIC_KEY_FILE, SUPERLINK_ADDRESS
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key, node_dir
@@ -33,6 +34,7 @@ from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_what, pa
 from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, export_partition
 from fltest.data.shards import ShardSet
 from fltest.errors import FLTestError, InputError, RunFailed
+from fltest.model.devices import CLIENT_DEVICE_VARIABLE, GPU
 
 ENV_FILE = "flower.env"
 COMPOSE_FILE = "flower.yml"
@@ -51,6 +53,7 @@ APP_FILES_MOUNT = KIT.app_files_dir  # the working folder of every ServerApp and
 OPERATOR_TIMEOUT_S = 60
 DATA_MOUNT = f"{KIT.home}/partition"
 STOP_TIMEOUT_S = 10
+GPU_SETTING = "FLOWER_SUPERNODE_GPUS"  # each SuperNode's GPUs (flower.env)
 
 
 def supernode_name(index: int) -> str:
@@ -148,6 +151,7 @@ class FlowerFederation(ComposeProject):
         group = data.stat().st_gid if data.is_dir() else KIT.uid
         return {
             **self.hardening(),  # compose interpolates its ${FLTEST_IMAGE} here too
+            **self.gpu_options(),
             "mem_limit": "${FLOWER_SUPERNODE_MEMORY}",
             **({"group_add": [str(group)]} if group != KIT.uid else {}),  # reads a partition of a non-root owner
             "container_name": self.container_name(node),
@@ -174,6 +178,16 @@ class FlowerFederation(ComposeProject):
                 "interval": "5s", "timeout": "5s", "retries": 12,
             },
         }  # fmt: skip
+
+    def gpu_options(self) -> dict:
+        """A SuperNode's GPU (``FLOWER_SUPERNODE_GPUS``, default 0): an NVIDIA device request of that count (none with
+        ``FLTEST_GPU_DEVICES=none``) and the variable telling its ClientApps to train there; nothing for 0."""
+        gpus = gpu_count(self.setting(GPU_SETTING), GPU_SETTING)
+        if not gpus:
+            return {}
+        environment = {**self.hardening()["environment"], CLIENT_DEVICE_VARIABLE: GPU}
+        override = device_override({"supernode": gpus}, device_mode(self.setting(DEVICES_VARIABLE)))
+        return {"environment": environment, **(override["services"]["supernode"] if override else {})}
 
     def hardening(self) -> dict:
         """``flower.yml``'s ``x-hardening``, what every container of the project has (the image, uid

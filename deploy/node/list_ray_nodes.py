@@ -10,13 +10,14 @@ from deploy.node.ray_start import NODE_START_LABEL
 
 
 def live_nodes(address: str) -> list[dict]:
-    """Hostname, IP, CPUs, Ray node id and start label (:data:`NODE_START_LABEL`) of every live node at ``address``."""
+    """Hostname, IP, CPUs, GPUs, Ray node id and start label (:data:`NODE_START_LABEL`) of every live node at ``address``."""
     import ray
 
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
         return [
             {"hostname": n["NodeManagerHostname"], "ip": n["NodeManagerAddress"], "cpus": n["Resources"].get("CPU", 0.0),
+             "gpus": n["Resources"].get("GPU", 0.0),
              "node_id": n["NodeID"], "start": (n.get("Labels") or {}).get(NODE_START_LABEL, "")}  # fmt: skip
             for n in ray.nodes()
             if n["Alive"]

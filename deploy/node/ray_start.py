@@ -5,6 +5,7 @@ module, so every node of a cluster listens on the same, documented ports::
 
     python -m deploy.node.ray_start head --num-cpus 2
     python -m deploy.node.ray_start worker --address 10.0.0.1:6379 --num-cpus 4 --node-ip-address 10.0.0.2
+    python -m deploy.node.ray_start worker --address 10.0.0.1:6379 --num-cpus 8 --num-gpus 2   # a node with 2 GPUs
 
 The head's dashboard (web UI and HTTP API, token-protected) runs only when asked, with
 ``--dashboard`` or ``FLTEST_RAY_DASHBOARD=1``: the dashboard's packages (installed apart in the
@@ -58,8 +59,11 @@ NODE_START_FILE = KIT.ray_node_start_file
 
 
 def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None,
-               dashboard_host: str | None = None, start_id: str | None = None) -> list[str]:
+               dashboard_host: str | None = None, start_id: str | None = None, num_gpus: int = 0) -> list[str]:
     """The ``ray start`` command line for a ``head`` or ``worker`` node.
+
+    ``num_gpus``: Ray's ``--num-gpus``, the GPUs this node offers (logical, like ``--num-cpus``: the
+    container's device request or the node's GPUs give it real ones; 0: none, never Ray's autodetection).
 
     ``start_id``: this start's :data:`NODE_START_LABEL` (none: no label).
 
@@ -68,7 +72,7 @@ def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str |
     """
     args = [
         "ray", "start", "--block", "--disable-usage-stats",
-        f"--num-cpus={num_cpus}", "--num-gpus=0",
+        f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}",
         f"--object-store-memory={object_store_bytes}",
         f"--node-manager-port={PORTS['node_manager']}",
         f"--object-manager-port={PORTS['object_manager']}",
@@ -112,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deploy.node.ray_start", description=__doc__.splitlines()[0])
     parser.add_argument("role", choices=["head", "worker"])
     parser.add_argument("--num-cpus", type=int, required=True, help="logical CPUs: equal to the node's CPU limit")
+    parser.add_argument("--num-gpus", type=int, default=0,
+                        help="GPUs this node offers to Ray: equal to the GPUs the node (container) is given (default 0)")
     parser.add_argument("--object-store-bytes", type=int, default=200 * 1024**2)
     parser.add_argument("--address", help=f"worker: the head's <host>:{PORTS['gcs']}")
     parser.add_argument("--node-ip-address", help="the node's cluster IP (needed with host networking)")
@@ -126,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--address: a worker needs the head's <host>:{PORTS['gcs']}")
     if args.num_cpus < 1:
         parser.error("--num-cpus: must be at least 1")
+    if args.num_gpus < 0:
+        parser.error("--num-gpus: must be 0 or more")
     refusal = token_refusal()
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
@@ -135,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with open(NODE_START_FILE, "w") as handle:  # read by the host's readiness check (docker exec cat)
         handle.write(start_id)
     command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address,
-                         dashboard_host, start_id)  # fmt: skip
+                         dashboard_host, start_id, args.num_gpus)  # fmt: skip
     if dashboard_host is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [DASHBOARD_PACKAGES, os.environ.get("PYTHONPATH")]))
     sys.stdout.flush()

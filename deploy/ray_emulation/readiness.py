@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from deploy.compose import SERVICE_LABEL
 from deploy.node.ray_start import NODE_START_FILE
@@ -23,11 +23,22 @@ class ClusterState:
     nodes: dict[str, float]  # container name -> CPUs, for the project's containers Ray lists
     missing: list[str]  # what is not there, one phrase each
     cpus: float
+    node_gpus: dict[str, float] = field(default_factory=dict)  # container name -> GPUs, as nodes
+    gpus: float = 0.0
 
     @property
     def ready(self) -> bool:
-        """Every expected node is live and the CPU total is the pinned one."""
-        return not self.missing and len(self.nodes) == self.shape.nodes and self.cpus == self.shape.cpus
+        """Every expected node is live and the CPU and GPU totals are the pinned ones."""
+        return (not self.missing and len(self.nodes) == self.shape.nodes and self.cpus == self.shape.cpus
+                and self.gpus == self.shape.gpus)  # fmt: skip
+
+    def summary(self, of_shape: bool = False) -> str:
+        """``3 nodes, 3 CPUs`` (``3/3 nodes, 3/3 CPUs`` with ``of_shape``), GPUs added when the cluster has or expects any."""
+        def part(count: float, expected: float, unit: str) -> str:
+            return f"{count:g}/{expected:g} {unit}" if of_shape else f"{count:g} {unit}"
+
+        text = f"{part(len(self.nodes), self.shape.nodes, 'nodes')}, {part(self.cpus, self.shape.cpus, 'CPUs')}"
+        return text + (f", {part(self.gpus, self.shape.gpus, 'GPUs')}" if self.gpus or self.shape.gpus else "")
 
 
 def live_ray_nodes(head) -> list[dict]:
@@ -67,15 +78,18 @@ def cluster_state(project: RayEmulation, client) -> ClusterState:
     ray_nodes = live_ray_nodes(heads[0]) if heads else []
     current = {(c.attrs["Config"]["Hostname"], node_start(c)): c.name for c in containers if c.status == "running"}
     # An image from before the start labels lists none and has no file: "" == "", matched by hostname as before.
-    nodes = {current[key]: n["cpus"] for n in ray_nodes if (key := (n["hostname"], n.get("start", ""))) in current}
+    listed = {current[key]: n for n in ray_nodes if (key := (n["hostname"], n.get("start", ""))) in current}
+    nodes = {name: n["cpus"] for name, n in listed.items()}
     missing = [f"{c.name} ({c.status}, not in Ray)" for c in containers if c.name not in nodes]
     if len(containers) < shape.nodes:
         missing.append(f"{shape.nodes - len(containers)} node container(s) not created")
-    return ClusterState(shape=shape, nodes=nodes, missing=missing, cpus=sum(n["cpus"] for n in ray_nodes))
+    return ClusterState(shape=shape, nodes=nodes, missing=missing, cpus=sum(n["cpus"] for n in ray_nodes),
+                        node_gpus={name: n.get("gpus", 0.0) for name, n in listed.items()},
+                        gpus=sum(n.get("gpus", 0.0) for n in ray_nodes))  # fmt: skip
 
 
 def wait_until_ready(project: RayEmulation, client, timeout_s: float = 180.0) -> ClusterState:
-    """Poll until Ray lists every node container with the pinned CPU total; fail naming what is missing."""
+    """Poll until Ray lists every node container with the pinned CPU and GPU totals; fail naming what is missing."""
     deadline = time.monotonic() + timeout_s
     last = ""
     while True:
@@ -83,11 +97,12 @@ def wait_until_ready(project: RayEmulation, client, timeout_s: float = 180.0) ->
         if state.ready:
             return state
         shape = state.shape
-        summary = f"{len(state.nodes)}/{shape.nodes} nodes, {state.cpus:g}/{shape.cpus:g} CPUs"
+        summary = state.summary(of_shape=True)
         if summary != last:
             print(f"[wait] Ray reports {summary}", file=sys.stderr, flush=True)
             last = summary
         if time.monotonic() >= deadline:
-            what = "; ".join(state.missing) or f"CPU total {state.cpus:g}, expected {shape.cpus:g}"
+            what = "; ".join(state.missing) or (f"CPU total {state.cpus:g}, expected {shape.cpus:g}" if state.cpus != shape.cpus
+                                                else f"GPU total {state.gpus:g}, expected {shape.gpus:g}")  # fmt: skip
             raise FLTestError(f"Ray cluster {project.name} not ready after {timeout_s:g}s ({summary}): missing {what}")
         time.sleep(POLL_INTERVAL_S)

@@ -103,6 +103,17 @@ class OutputConfig(_Strict):
     save_round_models: bool = False
 
 
+class CompareConfig(_Strict):
+    """How runs are compared with the reference run.
+
+    ``tolerance``: the |Δw| (largest absolute difference of the global models after a round) up to
+    which a run agrees with the reference. The CPU runs give the reference's model bit for bit, so the
+    default is tight; GPU training is not bit-exact with the CPU reference: give it a wider one.
+    """
+
+    tolerance: Annotated[float, Field(ge=0)] = 1e-9
+
+
 class ExperimentConfig(_Strict):
     """A whole experiment: data, model, training, and the runs to compare."""
 
@@ -117,6 +128,7 @@ class ExperimentConfig(_Strict):
     total_gpus: Annotated[float, Field(ge=0)] = 0
     hooks: str | None = None
     output: OutputConfig = OutputConfig()
+    compare: CompareConfig = CompareConfig()
     runs: list[RunConfig] = Field(min_length=1)
 
     @model_validator(mode="after")

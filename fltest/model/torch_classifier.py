@@ -23,8 +23,9 @@ differently), with PyTorch's random generator seeded from the round's seed for i
 dropout, and minibatches from :func:`~fltest.model.batches.local_batches`. The process's own
 settings are restored afterwards.
 
-Device: a Flower client that Ray gave a GPU share (``total_gpus > 0``) trains on that GPU, with
-cuDNN's deterministic kernels; everything else trains on the CPU (:func:`training_device`).
+Device: a Flower client that Ray gave a GPU share (``total_gpus > 0``), or a ClientApp on a SuperNode
+given a GPU, trains on that GPU, with cuDNN's deterministic kernels; everything else trains on the
+CPU (:func:`training_device`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from torch import nn
 from fltest.config.schema import TrainingConfig
 from fltest.model.batches import local_batches
 from fltest.model.contract import Evaluation, LocalResult
+from fltest.model.devices import gpu_given
 from fltest.params import Params
 
 NetworkFactory = Callable[[tuple[int, ...], int], nn.Module]  # (input shape, channels first; number of classes) -> network
@@ -67,13 +69,16 @@ def _inputs(features: np.ndarray, dtype: torch.dtype, device: torch.device) -> t
 
 
 def training_device() -> torch.device:
-    """The GPU Ray gave this process, else the CPU.
+    """The GPU this process was given, else the CPU.
 
-    ``cuda`` where this process is a Ray actor given a GPU share (a Flower simulation client of a
-    run with ``total_gpus > 0``; Ray sets ``CUDA_VISIBLE_DEVICES`` to its GPU) and PyTorch sees a
-    GPU; ``cpu`` everywhere else: the reference backend, NVFlare's clients, Flower's SuperNodes,
-    and a run with no GPUs.
+    ``cuda`` where PyTorch sees a GPU and this process is either a Ray actor given a GPU share (a
+    Flower simulation client of a run with ``total_gpus > 0``; Ray sets ``CUDA_VISIBLE_DEVICES`` to
+    its GPU) or a ClientApp of a Flower SuperNode given a GPU (the kit sets
+    :data:`~fltest.model.devices.CLIENT_DEVICE_VARIABLE` there); ``cpu`` everywhere else: the
+    reference backend, NVFlare's clients, SuperNodes without a GPU, and a run with no GPUs.
     """
+    if gpu_given():  # a SuperNode's ClientApp: its container was given the GPU
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     ray = sys.modules.get("ray")  # a process that never imported Ray is no Ray actor
     if ray is None or not ray.is_initialized():
         return torch.device("cpu")

@@ -11,9 +11,11 @@ from fltest.results.files import read_jsonl, write_json_atomic
 from fltest.params import load_params
 
 
-# |Δw| up to which a run's global model agrees with the reference's. FedAvg and FedProx measured 0
-# (bit for bit) on every framework; a run beyond it in some round "diverges" from that round on.
+# The default |Δw| up to which a run's global model agrees with the reference's (an experiment's
+# compare.tolerance replaces it). FedAvg and FedProx measured 0 (bit for bit) on every framework on the
+# CPU; a run beyond it in some round "diverges" from that round on.
 TOLERANCE = 1e-9
+IDENTICAL = "identical"
 
 
 def max_param_difference(a: Path, b: Path) -> float:
@@ -37,9 +39,24 @@ def first_divergent_round(differences: list[float], tolerance: float = TOLERANCE
     return next((index + 1 for index, difference in enumerate(differences) if difference > tolerance), None)
 
 
-def compare_runs(experiment_dir: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
+def agreement(differences: list[float], final_difference: float, tolerance: float) -> str:
+    """How a run agrees with the reference: ``identical`` (every |Δw| is 0), ``within <tolerance>``, or
+    ``beyond <tolerance> from round N`` (``differences``: |Δw| after each round from round 1; ``final_difference``:
+    of the final models, which decides alone when no round's model was kept)."""
+    if final_difference == 0 and all(difference == 0 for difference in differences):
+        return IDENTICAL
+    diverges = first_divergent_round(differences, tolerance)
+    if diverges is not None:
+        return f"beyond {tolerance:g} from round {diverges}"
+    if final_difference > tolerance:
+        return f"beyond {tolerance:g} (final model)"
+    return f"within {tolerance:g}"
+
+
+def compare_runs(experiment_dir: Path, summaries: list[dict[str, Any]], tolerance: float = TOLERANCE) -> dict[str, Any]:
     """Write ``comparison.json``: each run's results and its distance to the reference run, after each round
-    (``param_diff_per_round``) and at the end, and the first round beyond :data:`TOLERANCE`.
+    (``param_diff_per_round``) and at the end, the first round beyond ``tolerance`` (the experiment's
+    ``compare.tolerance``) and the run's :func:`agreement` with the reference.
 
     The per-round distances need the runs' ``models/`` folders, which the runner keeps until then.
     """
@@ -57,13 +74,14 @@ def compare_runs(experiment_dir: Path, summaries: list[dict[str, Any]]) -> dict[
                 run_dir / "model_final.npz", ref_dir / "model_final.npz"
             )
             row["param_diff_per_round"] = differences_per_round(run_dir, ref_dir)
-            row["first_divergent_round"] = first_divergent_round(row["param_diff_per_round"])
+            row["first_divergent_round"] = first_divergent_round(row["param_diff_per_round"], tolerance)
+            row["agreement"] = agreement(row["param_diff_per_round"], row["max_param_diff_vs_reference"], tolerance)
             ours, theirs = read_jsonl(run_dir / "metrics.jsonl"), read_jsonl(ref_dir / "metrics.jsonl")
             row["max_accuracy_diff_vs_reference"] = max(
                 abs(a["test"]["accuracy"] - b["test"]["accuracy"]) for a, b in zip(ours, theirs)
             )
             row["wall_ratio_vs_reference"] = summary["wall_s"] / reference["wall_s"]
         rows.append(row)
-    comparison = {"reference_run": reference["run"] if reference else None, "tolerance": TOLERANCE, "runs": rows}
+    comparison = {"reference_run": reference["run"] if reference else None, "tolerance": tolerance, "runs": rows}
     write_json_atomic(experiment_dir / "comparison.json", comparison)
     return comparison

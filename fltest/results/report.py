@@ -1,8 +1,8 @@
 """Draw an experiment's runs to a PNG: test accuracy and loss per round, and each run's cost in time.
 
 Runs usually agree with the reference to the last bit, so their curves coincide: each run
-gets its own line style and marker, and the legend says which runs are identical to the
-reference run.
+gets its own line style and marker, and the legend says how each run agrees with the reference
+run (``comparison.json``): identical, within the experiment's tolerance, or beyond it from a round.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fltest.errors import InputError  # noqa: E402
+from fltest.results.compare import IDENTICAL as AGREES_EXACTLY  # noqa: E402
 from fltest.results.files import read_json_object, read_jsonl  # noqa: E402
 
 LINE_STYLES = ("-", "--", "-.", ":")
@@ -79,16 +80,21 @@ def reference_run(experiment_dir: Path, runs: list[RunCurves]) -> RunCurves | No
     return next((r for r in runs if r.name == name), None) or next((r for r in runs if r.framework == "reference"), None)
 
 
-def legend_labels(runs: list[RunCurves], reference: RunCurves | None) -> list[str]:
-    """Each run's legend label: its name, with a note when its curves coincide with the reference run's,
-    or when its framework has no implementation of the strategy (``unsupported``: only round 0 drawn)."""
+def legend_labels(runs: list[RunCurves], reference: RunCurves | None, agreements: dict[str, str]) -> list[str]:
+    """Each run's legend label: its name, with its agreement with the reference run (``comparison.json``'s:
+    ``identical to reference`` only when its models are the reference's bit for bit and its curves coincide,
+    else ``within <tolerance>`` or ``beyond <tolerance> from round N``), or a note when its framework has no
+    implementation of the strategy (``unsupported``: only round 0 drawn)."""
 
     def label(run: RunCurves) -> str:
         if run.status == "unsupported":
             return f"{run.name} (unsupported: not run)"
-        if reference and run is not reference and run.same_curves_as(reference):
-            return f"{run.name} ({IDENTICAL})"
-        return run.name
+        agreement = agreements.get(run.name)
+        if reference is None or run is reference or agreement is None:
+            return run.name
+        if agreement == AGREES_EXACTLY:
+            return f"{run.name} ({IDENTICAL})" if run.same_curves_as(reference) else run.name
+        return f"{run.name} ({agreement})"
 
     return [label(run) for run in runs]
 
@@ -99,7 +105,9 @@ def draw_report(experiment_dir: Path) -> Figure:
     runs = read_runs(experiment_dir)
     figure, (acc_ax, loss_ax, diff_ax, time_ax) = plt.subplots(1, 4, figsize=(21, 4.6), width_ratios=(1, 1, 1, 0.9))
     styles = run_styles(runs)
-    labels = legend_labels(runs, reference_run(experiment_dir, runs))
+    comparison = read_json_object(Path(experiment_dir) / "comparison.json")
+    agreements = {row["run"]: row["agreement"] for row in comparison.get("runs", []) if row.get("agreement")}
+    labels = legend_labels(runs, reference_run(experiment_dir, runs), agreements)
     for index, (run, label) in enumerate(zip(runs, labels)):
         # The reference is a wide line underneath; the others are thin lines on it with hollow markers of
         # growing size, so that curves at the same points stay visible as concentric markers.
@@ -115,7 +123,7 @@ def draw_report(experiment_dir: Path) -> Figure:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
         axis.legend(fontsize="small")
-    _draw_divergence(diff_ax, read_json_object(Path(experiment_dir) / "comparison.json"), styles)
+    _draw_divergence(diff_ax, comparison, styles)
     _draw_times(time_ax, runs)
     figure.suptitle(Path(experiment_dir).name)
     figure.tight_layout()
@@ -130,11 +138,12 @@ def run_styles(runs: list[RunCurves]) -> dict[str, dict[str, str]]:
 
 
 def divergence_label(row: dict) -> str:
-    """A run's legend in the divergence panel: its first round beyond the tolerance, and its |Δw| after the last round."""
+    """A run's legend in the divergence panel: its agreement with the reference (``identical``, ``within <tolerance>``
+    or the first round beyond it, :func:`fltest.results.compare.agreement`) and its |Δw| after the last round."""
     differences = row["param_diff_per_round"]
     diverges = row.get("first_divergent_round")
-    since = f"from round {diverges}" if diverges else "within tolerance"
-    return f"{row['run']} ({since}; {differences[-1]:.2g} after round {len(differences)})"
+    agreement = row.get("agreement") or (f"from round {diverges}" if diverges else "within tolerance")  # results from before it
+    return f"{row['run']} ({agreement}; {differences[-1]:.2g} after round {len(differences)})"
 
 
 def _draw_divergence(axis: plt.Axes, comparison: dict, styles: dict[str, dict[str, str]]) -> None:

@@ -14,9 +14,9 @@ def _cell(value: Any) -> str:
 
 
 def format_table(comparison: dict[str, Any]) -> str:
-    """A plain-text table: one row a run, with accuracy, loss, time, the first round its global model is beyond the
-    tolerance from the reference's and their distance after the last round; then a line for each run its framework
-    could not carry out with an implementation of its own (and why)."""
+    """A plain-text table: one row a run, with accuracy, loss, time, its distance to the reference after the last round
+    and its agreement with it (``identical``, ``within <tolerance>``, or the first round beyond it); then a line for each
+    run its framework could not carry out with an implementation of its own (and why)."""
     columns = [
         ("run", "run"),
         ("framework", "framework"),
@@ -26,8 +26,8 @@ def format_table(comparison: dict[str, Any]) -> str:
         ("loss", "loss"),
         ("wall s", "wall_s"),
         ("x ref time", "wall_ratio_vs_reference"),
-        ("diverges at", "first_divergent_round"),
         ("|dw| last round", "max_param_diff_vs_reference"),
+        ("vs reference", "agreement"),
     ]
     rows = [[_cell(row.get(key)) for _, key in columns] for row in comparison["runs"]]
     widths = [max(len(title), *(len(r[i]) for r in rows)) for i, (title, _) in enumerate(columns)]

@@ -329,6 +329,13 @@ def test_end_to_end(lab, stages):
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in added.stdout
     rows = recap(added.stdout)
     assert rows["e2e-head"]["changed"] == 0 and rows["e2e-worker"]["changed"] > 0, added.stdout[-6000:]
+    # The image reached the head from the controller in the first run and the worker from the head (the relay) now:
+    # one archive through the controller's uplink, whatever the number of nodes.
+    sent = task_outcomes(first.stdout, "fltest_images : Send the relay the other archives from the controller, once each")
+    assert sent.get("e2e-head") == {"changed"}, (sent, first.stdout[-6000:])
+    assert "changed" not in set().union(*task_outcomes(added.stdout, "fltest_images : Send the relay the other archives from the controller, once each").values())
+    fetched = task_outcomes(added.stdout, "fltest_images : Fetch the image archive from the relay")
+    assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, added.stdout[-6000:])
     for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
         installed = docker("exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io").stdout
         assert installed == "install ok installed", (name, installed)
@@ -379,7 +386,8 @@ def test_end_to_end(lab, stages):
     ray_only = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray")
     assert ray_only.returncode == 0 and all(r["changed"] == 0 for r in recap(ray_only.stdout).values()), ray_only.stdout[-6000:]
     played = set(re.findall(r"^TASK \[(\w+) : ", ray_only.stdout, re.M))
-    assert played and played <= {"fltest_ray", "fltest_ray_head", "fltest_ray_worker", "fltest_container", "fltest_ray_ready"}, played
+    assert played and played <= {"fltest_ray", "fltest_ray_head", "fltest_ray_worker", "fltest_container", "fltest_ray_ready",
+                                  "fltest_gpu"}, played  # fltest_gpu: the node's GPU count, which Ray's command takes  # fmt: skip
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in ray_only.stdout
 
     # A new token on the controller reaches every Ray node and restarts its container (handler); the cluster
@@ -778,3 +786,48 @@ def test_flower_experiment_on_supernodes(lab, stages):
     again = stages.play(lab, "teardown.yml", stage="teardown.yml again")
     assert again.returncode == 0 and set(recap(again.stdout)) >= set(NODES), again.stdout[-6000:]
     assert all(row["changed"] == 0 for row in recap(again.stdout).values()), again.stdout[-6000:]
+
+
+def test_gpus_on_lab_nodes(lab, stages):
+    """After the teardown above (Docker and the image stay): the worker declared with one GPU, the head with auto.
+    cluster.yml --check reports the NVIDIA Container Toolkit it would install and changes nothing; then, with Ray's
+    logical GPUs (fltest_gpu_devices none; no GPU here), the worker's Ray node has the GPU and its container no device,
+    the head's auto finds no nvidia-smi and says so; the worker's image, removed, comes back from the head (the relay)."""
+    inventory = yaml.safe_load((lab / "hosts.yml").read_text())
+    children = inventory["all"]["children"]
+    for group in ("superlink", "supernodes"):  # the Ray cluster only: the Flower test above brought its own
+        children.pop(group, None)
+    head, worker = NODES
+    children["ray_head"]["hosts"][head]["fltest_gpus"] = "auto"
+    children["ray_workers"]["hosts"][worker]["fltest_gpus"] = 1
+    (lab / "hosts.yml").write_text(yaml.safe_dump(inventory))
+
+    check = stages.play(lab, "cluster.yml", "--check", "--tags", "gpu", stage="cluster.yml --check --tags gpu (a node declared with a GPU)")
+    assert check.returncode == 0, check.stdout[-6000:]
+    reported = task_outcomes(check.stdout, "fltest_gpu : Report the toolkit steps that --check skips")
+    assert reported == {head: {"skipping"}, worker: {"changed"}}, (reported, check.stdout[-6000:])
+    assert "--check: would install nvidia-container-toolkit from https://nvidia.github.io/libnvidia-container/stable/deb, register Docker's " \
+           "nvidia runtime (nvidia-ctk), restart Docker and check that a container sees 1 GPU" in check.stdout, check.stdout[-6000:]
+    assert docker("exec", f"fltest-ansible-{worker}", "test", "-e", "/etc/apt/sources.list.d/nvidia-container-toolkit.list", check=False).returncode == 1
+    assert "fltest_gpus auto: no nvidia-smi on the node: 0 GPUs" in check.stdout
+
+    docker("exec", f"fltest-ansible-{worker}", "docker", "image", "rm", TEST_IMAGE)  # nothing runs after the teardown
+    up = stages.play(lab, "cluster.yml", "-e", "fltest_gpu_devices=none", stage="cluster.yml (logical GPUs; the worker's image relayed)")
+    assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-3000:]
+    assert "Ray cluster ready: 2 nodes, 2 CPUs, 1 GPU" in up.stdout, up.stdout[-6000:]
+    fetched = task_outcomes(up.stdout, "fltest_images : Fetch the image archive from the relay")
+    assert fetched == {head: {"skipping"}, worker: {"changed"}}, (fetched, up.stdout[-6000:])
+    saved = task_outcomes(up.stdout, "fltest_images : Save an image the relay has already (no copy through the controller's uplink)")
+    assert saved == {head: {"changed"}}, (saved, up.stdout[-6000:])  # the teardown removed the head's archives: saved there
+    host_config = assert_hardened(worker, "fltest-ray-worker")  # a GPU node keeps the hardening
+    assert not host_config.get("DeviceRequests"), host_config.get("DeviceRequests")  # logical: no device asked of Docker
+    command = json.loads(docker("exec", f"fltest-ansible-{worker}", "docker", "inspect", "--format", "{{json .Config.Cmd}}", "fltest-ray-worker").stdout)
+    assert "--num-gpus=1" in command, command
+
+    status = stages.play(lab, "status.yml", stage="status.yml (a node with a GPU)")
+    assert status.returncode == 0, status.stdout[-6000:]
+    assert status_lines(status.stdout) == {
+        head: "fltest-ray-head running; Ray node alive with 1 CPU, 0 GPUs; fltest_gpus auto: no nvidia-smi on the node: 0 GPUs",
+        worker: "fltest-ray-worker running; Ray node alive with 1 CPU, 1 GPU",
+    }, status.stdout[-6000:]
+    assert "cluster whole: 2 Ray nodes alive (2 CPUs, 1 GPU)" in status.stdout

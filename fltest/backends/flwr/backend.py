@@ -9,16 +9,22 @@ import ray
 
 from fltest.backends.base import Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app
-from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, join_cluster, put_shards
+from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, cluster_node_gpus, join_cluster, put_shards
 from fltest.backends.flwr.ray_session import start_private_ray
 from fltest.backends.flwr.simulation import SimulationTransport
 from fltest.backends.flwr.strategy import unsupported
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.backends.supervision import Deadlines, follow_run
-from fltest.config.schema import ExperimentConfig
+from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import Storage
+from fltest.validate import check_cluster_gpus
 
 log = logging.getLogger(__name__)
+
+
+def gpu_share(config: ExperimentConfig) -> float:
+    """The GPUs each Flower client asks Ray for: ``total_gpus / total_cpus`` (0 without GPUs)."""
+    return config.total_gpus / config.total_cpus if config.total_gpus else 0.0
 
 
 class FlwrBackend(Backend):
@@ -34,6 +40,12 @@ class FlwrBackend(Backend):
         """In-memory shards on a joined cluster (they travel), memory-mapped ones on a private Ray."""
         return "memory" if cluster_address() else "mmap"
 
+    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
+        """On a joined cluster, refuse a run that asks for more GPUs than the cluster's nodes offer (one line)."""
+        address = cluster_address()
+        if address and config.total_gpus:
+            check_cluster_gpus(config, cluster_node_gpus(address), f"the Ray cluster at {address}")
+
     def cluster_shard_source(self, job: RunJob) -> ShardSource:
         """Put each client's shard into the object store once; clients fetch theirs by reference."""
         refs = put_shards(job.shards)
@@ -47,7 +59,8 @@ class FlwrBackend(Backend):
         simulation: SimulationTransport | None = None
         try:
             if address:
-                log.info("%s=%s: joining that Ray cluster; total_cpus/total_gpus are ignored", ADDRESS_VARIABLE, address)
+                log.info("%s=%s: joining that Ray cluster; total_cpus/total_gpus are ignored%s", ADDRESS_VARIABLE, address,
+                         f", but for each client's GPU share (total_gpus/total_cpus = {gpu_share(config):g})" if config.total_gpus else "")
                 join_cluster(address)
                 shard_source = self.cluster_shard_source(job)
             else:
@@ -64,11 +77,12 @@ class FlwrBackend(Backend):
     def _simulation(self, job: RunJob, shard_source: ShardSource, address: str | None) -> SimulationTransport:
         """The simulation of ``job`` on the Ray this process started or joined (not started yet)."""
         config = job.config
-        client_resources = {"num_cpus": 1, "num_gpus": config.total_gpus / config.total_cpus if config.total_gpus else 0.0}
+        client_resources = {"num_cpus": 1, "num_gpus": gpu_share(config)}
         flwr_log = logging.getLogger("flwr")
         flwr_log.propagate = False  # Flower has its own handler: no second copy of each line
         if not log.isEnabledFor(logging.DEBUG):
             flwr_log.setLevel(logging.WARNING)
         client_app = make_client_app(config, shard_source)
-        job.progress.note(client_app_pickled_bytes=len(cloudpickle.dumps(client_app)), ray_address=address or "local")
+        job.progress.note(client_app_pickled_bytes=len(cloudpickle.dumps(client_app)), ray_address=address or "local",
+                          client_gpus=client_resources["num_gpus"])
         return SimulationTransport(config, job.initial_params, client_app, {"client_resources": client_resources})

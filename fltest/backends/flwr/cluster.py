@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import warnings
 
 import datasets
 import ray
@@ -44,6 +45,22 @@ def join_cluster(address: str) -> None:
         raise RunFailed(f"{ADDRESS_VARIABLE}={address}: cannot join the Ray cluster: {first_line}") from None
     remember_node_names()  # error lines name a lost node by its container or host name
     check_nodes_answer()
+
+
+def cluster_node_gpus(address: str) -> list[float]:
+    """The GPUs of every node Ray lists alive at ``address``, asked as a driver that joins and leaves again."""
+    _check_reachable(address)
+    try:
+        with warnings.catch_warnings():  # Ray's FutureWarning on accelerator variables: a check's refusal stays one line
+            warnings.simplefilter("ignore", FutureWarning)
+            init_ray(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as exc:  # as join_cluster: Ray raises several types for a cluster it cannot use
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunFailed(f"{ADDRESS_VARIABLE}={address}: cannot join the Ray cluster: {first_line}") from None
+    try:
+        return [float(node["Resources"].get("GPU", 0.0)) for node in ray.nodes() if node.get("Alive")]
+    finally:
+        ray.shutdown()
 
 
 @ray.remote(num_cpus=0, max_retries=0)
