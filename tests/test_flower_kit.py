@@ -190,7 +190,7 @@ def test_every_serverapp_and_clientapp_works_in_a_bounded_volume_of_its_own(tmp_
     assert FlowerFederation(generated_dir=tmp_path).setting("FLOWER_APP_FILES_SIZE")  # flower.env sets the bound
     assert services[SUPERLINK_SERVICE]["working_dir"] == KIT.app_files_dir
     assert f"{APP_FILES_VOLUME}:{KIT.app_files_dir}" in services[SUPERLINK_SERVICE]["volumes"]
-    assert f"{APP_FILES_VOLUME}:{KIT.app_files_dir}:ro" in services[HOLDER_SERVICE]["volumes"]  # keeps them while the SuperLink restarts
+    assert f"{APP_FILES_VOLUME}:{KIT.app_files_dir}" in services[HOLDER_SERVICE]["volumes"]  # keeps them while the SuperLink restarts
     writers = [name for name, service in services.items() if f"{APP_FILES_VOLUME}:{KIT.app_files_dir}" in service.get("volumes", [])]
     assert writers == [SUPERLINK_SERVICE]
     federation = FlowerFederation(generated_dir=tmp_path, overrides={"FLOWER_DATA_DIR": str(tmp_path), "FLOWER_KEYS_DIR": str(tmp_path)})
@@ -212,9 +212,9 @@ def test_the_lab_s_serverapps_and_clientapps_work_in_a_bounded_volume_of_their_o
     superlink = (ANSIBLE_ROLES / "fltest_superlink" / "tasks" / "main.yml").read_text()
     supernode = (ANSIBLE_ROLES / "fltest_supernode" / "tasks" / "main.yml").read_text()
     assert "'--volume=' ~ fltest_flower_superlink_app_files_volume ~ ':' ~ fltest_kit_app_files_dir, '--workdir=' ~ fltest_kit_app_files_dir" in superlink
-    assert '"--volume={{ fltest_flower_superlink_app_files_volume }}:{{ fltest_kit_app_files_dir }}:ro"' in superlink  # the holder
-    assert '"--volume={{ fltest_flower_supernode_app_files_volume }}:{{ fltest_kit_app_files_dir }}"' in supernode
-    assert '"--workdir={{ fltest_kit_app_files_dir }}"' in supernode
+    assert '"--volume={{ fltest_flower_superlink_app_files_volume }}:{{ fltest_kit_app_files_dir }}"' in superlink  # the holder
+    assert "'--volume=' ~ fltest_flower_supernode_app_files_volume ~ ':' ~ fltest_kit_app_files_dir," in supernode
+    assert "'--workdir=' ~ fltest_kit_app_files_dir]" in supernode
 
 
 def test_the_operator_s_flwr_runs_next_to_the_superlink_with_the_ca_only():

@@ -374,7 +374,7 @@ def test_ctrl_c_on_a_streamed_flwr_run_stops_the_flower_run(federation, docker_c
     tier_report(f"flower: fltest-flower flwr run --stream stopped by Ctrl-C at round 2: exit {process.returncode} after {stopped_after:.1f} s")
     assert process.returncode == 130, stderr[-3000:]
     assert re.fullmatch(rf"fltest-flower: interrupted \(SIGINT\): flwr in {PROJECT}-flwr-\d{{8}}-\d{{6}} stopped; Flower run {run_id} "
-                        r"stopped \(flwr stop\)", stderr.strip().splitlines()[-1]), stderr[-3000:]  # fmt: skip
+                        r"stopped \(flwr stop\); SuperNodes restarted \(2\)", stderr.strip().splitlines()[-1]), stderr[-3000:]  # fmt: skip
     assert _flower_run_status(federation, run_id) == "finished:stopped"
     assert federation.containers(docker_client, "flwr", include_stopped=True) == []
 
