@@ -185,6 +185,7 @@ def _build_target(client, tag: str, target: str | None, pip_source: str, base_im
         target=target,
         buildargs={"PIP_SOURCE": pip_source, "BASE_IMAGE": base_image, "FLTEST_VERSION": __version__,
                    "FLTEST_UID": str(KIT.uid), "FLTEST_HOME": KIT.home, "FLTEST_WORK_DIR": KIT.work_dir,
+                   "FLOWER_APP_FILES_DIR": KIT.app_files_dir,
                    "EXTRAS": ",".join(extras), "EXTRAS_WHEELHOUSE": extras_wheelhouse},
         network_mode=network if pip_source == "wheelhouse" else None,
         rm=True,

@@ -99,6 +99,7 @@ def test_a_flower_client_on_the_emulation_gets_its_gpu_share(logical_gpus, tmp_p
 def test_a_config_asking_the_emulation_for_more_gpus_is_refused_before_staging(logical_gpus, tmp_path):
     _, env, _ = logical_gpus
     config = base_config()
+    config.pop("hooks")  # the example's hooks module is not beside this config
     config.update(name="too-many-gpus", total_cpus=2, total_gpus=3)
     config["runs"] = [{"name": "flower", "framework": "flwr"}]
     path = tmp_path / "experiment.yaml"
