@@ -1,4 +1,4 @@
-"""The documentation's generators (docs/hooks/), importable by the tests: MkDocs loads them with their folder on the path."""
+"""The documentation's generators (docs/hooks/), importable by the tests as MkDocs loads them."""
 
 from __future__ import annotations
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from fltest.config import partitions, runs, schema, strategies
 from fltest.config.schema import ExperimentConfig
 from tests.docs_hooks import docs_hook
+
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def _sections():
@@ -36,3 +43,14 @@ def test_the_config_reference_reaches_every_model_of_the_schema():
         if issubclass(model, BaseModel) and model.__module__ == module.__name__ and not name.startswith("_")
     }
     assert defined - reached == set()
+
+
+def test_the_site_builds_strict(tmp_path):
+    """``mkdocs build --strict``, as CI runs it: every page, link and anchor, every generated reference page."""
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')")
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")]
+    environment = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "site" / "reference" / "config" / "index.html").read_text().count("<table>") > 10
+    assert (tmp_path / "site" / "explanation" / "security.png").read_bytes().startswith(b"\x89PNG")

@@ -58,8 +58,8 @@ def _help(action: argparse.Action) -> str:
 
 def _arguments(parser: argparse.ArgumentParser) -> str:
     """A table of a parser's own arguments (no help option, no subcommands), or ``""`` if it has none."""
-    actions = [a for a in parser._actions
-               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]  # fmt: skip
+    skipped = (argparse._HelpAction, argparse._SubParsersAction)
+    actions = [action for action in parser._actions if not isinstance(action, skipped)]
     rows = [(code(_name(action)), _help(action), _default(action)) for action in actions]
     return table(["argument", "what it is", "default"], rows) if rows else ""
 
@@ -78,8 +78,8 @@ def render_command(prog: str, parser: argparse.ArgumentParser) -> str:
     description = " ".join((parser.description or "").split("\n\n")[0].split())
     parts = [f"## `{prog}` {{#{prog}}}\n\n{description}\n\n```\n{_usage(parser)}\n```\n", _arguments(parser)]
     for name, text, sub in _subcommands(parser):
-        parts.append(f"### `{prog} {name}` {{#{prog}-{name}}}\n\n{_sentence(text)}\n\n"
-                     f"```\n{_usage(sub)}\n```\n")  # fmt: skip
+        heading = f"### `{prog} {name}` {{#{prog}-{name}}}"
+        parts.append(f"{heading}\n\n{_sentence(text)}\n\n```\n{_usage(sub)}\n```\n")
         parts.append(_arguments(sub))
     return "\n".join(part for part in parts if part)
 

@@ -82,8 +82,12 @@ def _literal_label(model: type[BaseModel]) -> str:
 
 def _constraint(meta: Any) -> str:
     """One constraint of a type in words, or ``""`` for metadata that is no constraint a reader needs."""
-    bounds = {annotated_types.Gt: ("gt", ">"), annotated_types.Ge: ("ge", "≥"),
-              annotated_types.Lt: ("lt", "<"), annotated_types.Le: ("le", "≤")}  # fmt: skip
+    bounds = {
+        annotated_types.Gt: ("gt", ">"),
+        annotated_types.Ge: ("ge", "≥"),
+        annotated_types.Lt: ("lt", "<"),
+        annotated_types.Le: ("le", "≤"),
+    }
     for kind, (attribute, sign) in bounds.items():
         if isinstance(meta, kind):
             return f"{sign} {getattr(meta, attribute)}"

@@ -45,7 +45,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     def generated(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in GENERATORS:
-            raise PluginError(f"{page.file.src_uri}: unknown reference marker {name!r} (known: {', '.join(GENERATORS)})")
+            known = ", ".join(GENERATORS)
+            raise PluginError(f"{page.file.src_uri}: unknown reference marker {name!r} (known: {known})")
         return GENERATORS[name]()
 
     return MARKER.sub(generated, markdown)

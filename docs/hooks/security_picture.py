@@ -12,6 +12,7 @@ import io
 
 OPERATOR = "Operator\n(Docker on the host;\nin the lab, SSH and\nroot on the node)"
 OTHER = "Any other local user,\nor another host"
+PROXY = "Fleet proxy (nginx)\nGET /health, POST /v1/fleet/*\nanything else: 403"
 #: A panel: its title, its boxes (key: label, x, y, width, height, colour), an optional dashed frame
 #: (label, x, y, width, height) and its arrows (from, to, label, allowed).
 PANELS = [
@@ -22,7 +23,7 @@ PANELS = [
             "other": (OTHER, 0.1, 4.4, 4.2, 1.4, "#f4cccc"),
             "supernode": ("SuperNode\n(its own key pair,\nits own partition)", 0.1, 1.0, 4.2, 1.7, "#d9ead3"),
             "superlink": ("SuperLink\n127.0.0.1:9443\nFleet, Control, Runtime APIs", 8.6, 7.2, 4.6, 1.8, "#cfe2f3"),
-            "proxy": ("Fleet proxy (nginx)\nGET /health, POST /v1/fleet/*\nanything else: 403", 8.6, 2.6, 4.6, 1.8, "#cfe2f3"),
+            "proxy": (PROXY, 8.6, 2.6, 4.6, 1.8, "#cfe2f3"),
         },
         "frame": ("the SuperLink's network namespace", 8.2, 2.1, 5.4, 7.6),
         "arrows": [
@@ -80,8 +81,9 @@ def _panel(axes, panel: dict) -> None:
         colour = "#2b7a2b" if allowed else "#b22222"
         style = {"arrowstyle": "-|>", "color": colour, "lw": 1.6, "linestyle": "-" if allowed else ":"}
         axes.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=style)
-        axes.text((x0 + x1) / 2, (y0 + y1) / 2, text, ha="center", va="center", fontsize=7, color=colour,
-                  bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.9, "pad": 1})  # fmt: skip
+        label_box = {"facecolor": "white", "edgecolor": "none", "alpha": 0.9, "pad": 1}
+        middle = ((x0 + x1) / 2, (y0 + y1) / 2)
+        axes.text(*middle, text, ha="center", va="center", fontsize=7, color=colour, bbox=label_box)
 
 
 def draw() -> bytes:
