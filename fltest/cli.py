@@ -12,6 +12,7 @@ from fltest import __version__
 from fltest.command_line import run_command
 
 log = logging.getLogger("fltest")
+CONFIG_HELP = "the experiment config (YAML)"
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -84,21 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     validate = sub.add_parser("validate", help="check a config and exit")
-    validate.add_argument("config")
+    validate.add_argument("config", help=CONFIG_HELP)
     validate.set_defaults(handler=_validate)
 
     prepare = sub.add_parser("prepare", help="prepare and cache the data shards ahead of a run")
-    prepare.add_argument("config")
+    prepare.add_argument("config", help=CONFIG_HELP)
     prepare.add_argument("--storage", choices=["mmap", "memory"], help="only this shard variant")
     prepare.set_defaults(handler=_prepare)
 
     partitions = sub.add_parser("partitions", help="export one folder per client for Flower SuperNodes (mode: deployment)")
-    partitions.add_argument("config")
+    partitions.add_argument("config", help=CONFIG_HELP)
     partitions.add_argument("--out", required=True, help="folder that receives partition-<i>/ (replaced if present)")
     partitions.set_defaults(handler=_partitions)
 
     run = sub.add_parser("run", help="run every run of a config and compare them")
-    run.add_argument("config")
+    run.add_argument("config", help=CONFIG_HELP)
     run.add_argument("--results-dir", help="results root (default: the config's output.dir)")
     run.set_defaults(handler=_run)
 

@@ -7,9 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from fltest.errors import FLTestError
+from fltest.exit_codes import ExitCode
 from fltest.interrupts import signal_name, stop_signals_raise
-
-INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a Ctrl-C; also for SIGTERM, which stops a run the same way
 
 
 def run_command(
@@ -37,4 +36,4 @@ def run_command(
     except KeyboardInterrupt as exc:  # what was recorded stays, with its summary saying so
         stopped = getattr(exc, "stopped", None)
         print(f"{parser.prog}: interrupted ({signal_name(exc)})" + (f": {stopped}" if stopped else ""), file=sys.stderr)
-        return INTERRUPTED_EXIT_CODE
+        return ExitCode.INTERRUPTED  # 128 + SIGINT, as a shell reports a Ctrl-C; SIGTERM stops a run the same way

@@ -1,16 +1,18 @@
 """Error types that the CLI turns into exit codes."""
 
+from fltest.exit_codes import ExitCode
+
 
 class FLTestError(Exception):
     """Base class of the errors FLTest reports as one line."""
 
-    exit_code = 1
+    exit_code: int = ExitCode.FAILED
 
 
 class InputError(FLTestError):
     """Bad input from the user (config, file, environment): exit code 2."""
 
-    exit_code = 2
+    exit_code: int = ExitCode.BAD_INPUT
 
 
 class FieldError(InputError):

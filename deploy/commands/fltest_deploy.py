@@ -174,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     build = sub.add_parser("build", help="build the base image (if missing), the wheelhouse and the FLTest image")
-    build.add_argument("--pip-source", choices=["wheelhouse", "pypi"], default="wheelhouse")
+    build.add_argument("--pip-source", choices=["wheelhouse", "pypi"], default="wheelhouse",
+                       help="where pip takes the wheels: ./wheelhouse, offline (default), or PyPI")
     build.add_argument("--base-image", help="e.g. python:3.11-slim-bookworm (default: build fltest-base:bookworm)")
     build.add_argument("--extras", default="",
                        help="pyproject extras to add, e.g. torch: builds the variant <FLTEST_IMAGE>-torch (default: none)")
@@ -201,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(handler=_status)
 
     run = sub.add_parser("run", help="run `fltest run <config>` in the head; results land on the host")
-    run.add_argument("config")
+    run.add_argument("config", help="the experiment config; its folder (hooks, a disk dataset) is staged in the head")
     run.add_argument("--results-dir", default="results", help="host folder for the results (default: results)")
     run.set_defaults(handler=_run)
 

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from deploy.kit import KIT
 from deploy.pki.ray_token import TOKEN_HINT, token_problem
+from fltest.exit_codes import ExitCode
 
 #: Every port a node listens on; open these between the cluster's nodes, never to the world.
 PORTS: dict[str, int] = {
@@ -46,7 +47,7 @@ PORTS: dict[str, int] = {
 #: Ports of Ray's worker processes (one per worker process), inclusive.
 WORKER_PORTS = (10002, 10100)
 TOKEN_PATH_VARIABLE = "RAY_AUTH_TOKEN_PATH"
-REFUSED = 78  # EX_CONFIG: the node's settings are wrong, starting again will not help
+REFUSED = ExitCode.NODE_REFUSED  # EX_CONFIG: the node's settings are wrong, starting again will not help
 DASHBOARD_VARIABLE = "FLTEST_RAY_DASHBOARD"  # "1": run the head's dashboard (compose/dashboard.yml sets it)
 LOOPBACK = "127.0.0.1"
 DASHBOARD_PACKAGES = "/opt/fltest/dashboard"  # Ray's `default` extra, apart from the venv (images/fltest/Dockerfile)

@@ -30,6 +30,7 @@ from pathlib import Path
 from deploy.kit import KIT
 from deploy.node.app_dependencies import app_folder, check_app
 from fltest.backends.flwr_deployment.connection import connection_toml, flwr_cli
+from fltest.exit_codes import ExitCode
 
 SUPERLINK_PORT = KIT.superlink_port  # the SuperLink's one HTTPS API, on 127.0.0.1 of its namespace (flower.yml, fleet_proxy.conf)
 SUPERLINK_ADDRESS = f"127.0.0.1:{SUPERLINK_PORT}"  # a deployment run's `superlink` next to the SuperLink
@@ -38,8 +39,6 @@ CA_MOUNT = f"{TLS_MOUNT}/ca.crt"
 PUBLIC_KEY_ENV = "FLTEST_PUBLIC_KEY"
 PUBLIC_KEY_FILE = "node.pub"  # `flwr supernode register node.pub ...` reads the key from here
 IMAGE_ENV = "FLTEST_IMAGE"  # the image this runs in, as the refusal of an App names it
-BAD_INPUT_EXIT_CODE = 2
-INTERRUPTED_EXIT_CODE = 130
 
 
 def run_flwr(args: list[str], address: str = SUPERLINK_ADDRESS, ca: str = CA_MOUNT) -> int:
@@ -48,7 +47,7 @@ def run_flwr(args: list[str], address: str = SUPERLINK_ADDRESS, ca: str = CA_MOU
     refusal = check_app(folder, os.environ.get(IMAGE_ENV, "")) if folder is not None else None
     if refusal:
         print(refusal, file=sys.stderr)
-        return BAD_INPUT_EXIT_CODE
+        return ExitCode.BAD_INPUT
     with tempfile.TemporaryDirectory(prefix="flwr-home-") as home:
         (Path(home) / "config.toml").write_text(connection_toml(address, ca))
         public_key = os.environ.get(PUBLIC_KEY_ENV, "")
@@ -61,7 +60,7 @@ def run_flwr(args: list[str], address: str = SUPERLINK_ADDRESS, ca: str = CA_MOU
             if flwr.poll() is None:
                 flwr.send_signal(signal.SIGINT)  # flwr's own Ctrl-C: it stops following the run, and exits
             flwr.wait()
-            return INTERRUPTED_EXIT_CODE
+            return ExitCode.INTERRUPTED
 
 
 def main() -> None:

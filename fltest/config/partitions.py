@@ -24,13 +24,20 @@ def _positive(alpha: float | list[float]) -> float | list[float]:
 
 Alpha = Annotated[Union[float, list[float]], AfterValidator(_positive)]
 
+METHOD = "The partitioner (flwr-datasets 0.6.1's, by name)."
+ALPHA = "The Dirichlet concentration: one value for every class, or one a class; each above 0 (small: more skewed)."
+SHUFFLE = "Shuffle the rows within each client's partition."
+
 
 class _Partition(BaseModel):
     """Options every partitioner has: FLTest's floor on each client's size."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    min_samples_per_client: PositiveInt = Field(1, validation_alias=AliasChoices("min_samples_per_client", "min_partition_size"))
+    min_samples_per_client: PositiveInt = Field(
+        1, validation_alias=AliasChoices("min_samples_per_client", "min_partition_size"),
+        description="The fewest training rows a client may get, for every method; the Dirichlet partitioners redraw "
+        "until it holds (flwr-datasets' `min_partition_size`, also accepted as a key).")
 
     flwr_class: ClassVar[str]  # the flwr_datasets.partitioner class built
     partitions_by_label: ClassVar[bool] = False  # the label column is its partition_by
@@ -57,28 +64,28 @@ class IidPartition(_Partition):
     """``IidPartitioner``: near-equal parts of the shuffled training rows."""
 
     flwr_class = "IidPartitioner"
-    method: Literal["iid"] = "iid"
+    method: Literal["iid"] = Field("iid", description=METHOD)
 
 
 class LinearPartition(_Partition):
     """``LinearPartitioner``: client ``i``'s size proportional to ``i + 1``."""
 
     flwr_class = "LinearPartitioner"
-    method: Literal["linear"]
+    method: Literal["linear"] = Field(description=METHOD)
 
 
 class SquarePartition(_Partition):
     """``SquarePartitioner``: client ``i``'s size proportional to ``(i + 1) ** 2``."""
 
     flwr_class = "SquarePartitioner"
-    method: Literal["square"]
+    method: Literal["square"] = Field(description=METHOD)
 
 
 class ExponentialPartition(_Partition):
     """``ExponentialPartitioner``: client ``i``'s size proportional to ``e ** i``."""
 
     flwr_class = "ExponentialPartitioner"
-    method: Literal["exponential"]
+    method: Literal["exponential"] = Field(description=METHOD)
 
 
 class SizePartition(_Partition):
@@ -86,8 +93,8 @@ class SizePartition(_Partition):
 
     flwr_class = "SizePartitioner"
     sized_by_client_count = False
-    method: Literal["size"]
-    partition_sizes: list[PositiveInt] = Field(min_length=1)
+    method: Literal["size"] = Field(description=METHOD)
+    partition_sizes: list[PositiveInt] = Field(min_length=1, description="The row count of each client, in order.")
 
 
 class DirichletPartition(_Partition):
@@ -96,10 +103,11 @@ class DirichletPartition(_Partition):
     flwr_class = "DirichletPartitioner"
     partitions_by_label = True
     seeded = True
-    method: Literal["dirichlet"]
-    alpha: Alpha
-    self_balancing: StrictBool = False
-    shuffle: StrictBool = True
+    method: Literal["dirichlet"] = Field(description=METHOD)
+    alpha: Alpha = Field(description=ALPHA)
+    self_balancing: StrictBool = Field(
+        False, description="Stop giving a class's rows to a client that already holds more than an equal share.")
+    shuffle: StrictBool = Field(True, description=SHUFFLE)
 
     def flwr_params(self, num_clients: int, label: str, seed: int) -> dict[str, Any]:
         """As every partitioner's, and FLTest's floor as flwr-datasets' ``min_partition_size`` (it redraws until it holds)."""
@@ -113,10 +121,10 @@ class InnerDirichletPartition(_Partition):
     partitions_by_label = True
     sized_by_client_count = False
     seeded = True
-    method: Literal["inner_dirichlet", "inner-dirichlet"]
-    partition_sizes: list[PositiveInt] = Field(min_length=1)
-    alpha: Alpha
-    shuffle: StrictBool = True
+    method: Literal["inner_dirichlet", "inner-dirichlet"] = Field(description=METHOD)
+    partition_sizes: list[PositiveInt] = Field(min_length=1, description="The row count of each client, in order.")
+    alpha: Alpha = Field(description=ALPHA)
+    shuffle: StrictBool = Field(True, description=SHUFFLE)
 
 
 class ShardPartition(_Partition):
@@ -125,12 +133,14 @@ class ShardPartition(_Partition):
     flwr_class = "ShardPartitioner"
     partitions_by_label = True
     seeded = True
-    method: Literal["shard", "shards"]
+    method: Literal["shard", "shards"] = Field(description=METHOD)
     num_shards_per_partition: PositiveInt | None = Field(
-        None, validation_alias=AliasChoices("num_shards_per_partition", "shards_per_client"))  # fmt: skip
-    shard_size: PositiveInt | None = None
-    keep_incomplete_shard: StrictBool = False
-    shuffle: StrictBool = True
+        None, validation_alias=AliasChoices("num_shards_per_partition", "shards_per_client"),
+        description="Shards each client gets (`shards_per_client`, FLTest's earlier spelling, too).")  # fmt: skip
+    shard_size: PositiveInt | None = Field(
+        None, description="Rows a shard holds (instead of, or with, the shard count).")
+    keep_incomplete_shard: StrictBool = Field(False, description="Deal out the last shard when it is not full.")
+    shuffle: StrictBool = Field(True, description=SHUFFLE)
 
 
 class PathologicalPartition(_Partition):
@@ -139,10 +149,11 @@ class PathologicalPartition(_Partition):
     flwr_class = "PathologicalPartitioner"
     partitions_by_label = True
     seeded = True
-    method: Literal["pathological"]
-    num_classes_per_partition: PositiveInt
-    class_assignment_mode: Literal["random", "deterministic", "first-deterministic"] = "random"
-    shuffle: StrictBool = True
+    method: Literal["pathological"] = Field(description=METHOD)
+    num_classes_per_partition: PositiveInt = Field(description="The number of classes each client holds.")
+    class_assignment_mode: Literal["random", "deterministic", "first-deterministic"] = Field(
+        "random", description="How classes are assigned to clients (flwr-datasets' modes).")
+    shuffle: StrictBool = Field(True, description=SHUFFLE)
 
 
 class NaturalIdPartition(_Partition):
@@ -150,8 +161,8 @@ class NaturalIdPartition(_Partition):
 
     flwr_class = "NaturalIdPartitioner"
     sized_by_client_count = False
-    method: Literal["natural_id", "natural-id"]
-    partition_by: str
+    method: Literal["natural_id", "natural-id"] = Field(description=METHOD)
+    partition_by: str = Field(description="The column whose distinct values make the clients (e.g. a writer id).")
 
 
 class ContinuousPartition(_Partition):
@@ -159,10 +170,11 @@ class ContinuousPartition(_Partition):
 
     flwr_class = "ContinuousPartitioner"
     seeded = True
-    method: Literal["continuous"]
-    partition_by: str
-    strictness: Annotated[float, Field(ge=0, le=1)]
-    shuffle: StrictBool = True
+    method: Literal["continuous"] = Field(description=METHOD)
+    partition_by: str = Field(description="The numeric column the rows are ordered by.")
+    strictness: Annotated[float, Field(ge=0, le=1)] = Field(
+        description="0: the column does not matter (near iid); 1: the rows go to clients strictly in its order.")
+    shuffle: StrictBool = Field(True, description=SHUFFLE)
 
 
 METHOD_ALIASES = {"shards": "shard", "inner-dirichlet": "inner_dirichlet", "natural-id": "natural_id"}

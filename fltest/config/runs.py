@@ -32,21 +32,25 @@ class NoOptions(_Options):
 class FlwrSimulationOptions(_Options):
     """A Flower simulation on Ray (a private one, or the cluster ``FLTEST_RAY_ADDRESS`` names)."""
 
-    mode: Literal["simulation"] = "simulation"
+    mode: Literal["simulation"] = Field("simulation", description="`simulation`: Flower's simulation engine on Ray.")
 
 
 class FlwrDeploymentOptions(_Options):
     """A Flower deployment: the SuperLink's Control API address and the CA its certificate is checked with."""
 
-    mode: Literal["deployment"]
-    superlink: Annotated[str, Field(pattern=SUPERLINK_PATTERN)]
-    root_certificates: Path  # ``~`` is expanded where it is used
+    mode: Literal["deployment"] = Field(description="`deployment`: a SuperLink and its SuperNodes.")
+    superlink: Annotated[str, Field(pattern=SUPERLINK_PATTERN)] = Field(
+        description="The SuperLink's Control API, `<host>:<port>` (the kit's: `127.0.0.1:9443`, in its namespace).")
+    root_certificates: Path = Field(  # ``~`` is expanded where it is used
+        description="The CA file the SuperLink's certificate is checked with, relative to the config file "
+        "(`~`: the home of whoever reads the config).")
 
 
 class NVFlareOptions(_Options):
     """The NVFlare simulator; ``keep_workspace`` keeps its job and workspace in the run folder."""
 
-    keep_workspace: StrictBool = False
+    keep_workspace: StrictBool = Field(
+        False, description="Keep the run's NVFlare job and simulator workspace in `<run folder>/nvflare/`.")
 
 
 class _Run(BaseModel):
@@ -54,35 +58,37 @@ class _Run(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)]
+    name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)] = Field(
+        description="The run's name, unique in the experiment: its results folder.")
 
 
 class ReferenceRun(_Run):
     """FedAvg in plain numpy: the ground truth."""
 
-    framework: Literal["reference"]
-    options: NoOptions = NoOptions()
+    framework: Literal["reference"] = Field(description="`reference`: FedAvg in plain numpy, in process.")
+    options: NoOptions = Field(NoOptions(), description="None: the reference takes no options.")
 
 
 class FlwrSimulationRun(_Run):
     """Flower's simulation engine."""
 
-    framework: Literal["flwr"]
-    options: FlwrSimulationOptions = FlwrSimulationOptions()
+    framework: Literal["flwr"] = Field(description="`flwr`: Flower 1.42.")
+    options: FlwrSimulationOptions = Field(FlwrSimulationOptions(), description="A simulation's options.")
 
 
 class FlwrDeploymentRun(_Run):
     """Flower's deployment engine: a SuperLink and its SuperNodes."""
 
-    framework: Literal["flwr"]
-    options: FlwrDeploymentOptions
+    framework: Literal["flwr"] = Field(description="`flwr`: Flower 1.42.")
+    options: FlwrDeploymentOptions = Field(
+        description="A deployment's options: `mode`, `superlink`, `root_certificates`.")
 
 
 class NVFlareRun(_Run):
     """The NVFlare simulator."""
 
-    framework: Literal["nvflare"]
-    options: NVFlareOptions = NVFlareOptions()
+    framework: Literal["nvflare"] = Field(description="`nvflare`: the NVFlare 2.9 simulator (the `nvflare` extra).")
+    options: NVFlareOptions = Field(NVFlareOptions(), description="The simulator's options.")
 
 
 def run_kind(run: Any) -> str | None:

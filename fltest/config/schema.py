@@ -26,16 +26,26 @@ class DatasetConfig(_Strict):
     ``path``).
     """
 
-    source: Literal["digits", "hub", "disk"]
-    name: str | None = None
-    revision: str | None = None
-    split: str = "train"
-    path: Path | None = None
-    features: list[str] = Field(default_factory=lambda: ["image"], min_length=1)
-    label: str = "label"
-    scale: Annotated[float, Field(gt=0)] = 1.0
-    test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
-    max_samples: PositiveInt | None = None
+    source: Literal["digits", "hub", "disk"] = Field(
+        description="`digits` (scikit-learn's bundled 8x8 digits, offline), `hub` (a Hugging Face dataset, `name`) "
+        "or `disk` (a `save_to_disk` folder, `path`).")
+    name: str | None = Field(None, description="The Hugging Face dataset id; `source: hub` only, and required there.")
+    revision: str | None = Field(
+        None, description="The hub dataset's revision (a branch, tag or commit); `source: hub` only.")
+    split: str = Field(
+        "train", description="The split read from the source; its test part is held out (`test_fraction`).")
+    path: Path | None = Field(
+        None, description="A `save_to_disk` folder, relative to the config file; `source: disk` only, and required "
+        "there.")
+    features: list[str] = Field(
+        default_factory=lambda: ["image"], min_length=1,
+        description="The feature columns; each sample keeps its shape, several columns are flattened and joined.")
+    label: str = Field("label", description="The label column (integer classes).")
+    scale: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="Features are divided by it (16 for digits' pixels, 0..16).")
+    test_fraction: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.2, description="The share of the rows held out for the server's evaluation of the global model.")
+    max_samples: PositiveInt | None = Field(None, description="At most this many rows of the source (none: all).")
 
     @model_validator(mode="after")
     def _source_fields(self) -> DatasetConfig:
@@ -57,9 +67,14 @@ class ModelConfig(_Strict):
     :mod:`fltest.model.contract`; it replaces ``type`` and ``hidden``.
     """
 
-    type: Literal["logreg", "mlp"] = "logreg"
-    hidden: list[PositiveInt] = Field(default_factory=list)
-    module: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")] | None = None
+    type: Literal["logreg", "mlp"] = Field(
+        "logreg", description="The built-in numpy model (float64): `logreg` (softmax regression) or `mlp` "
+        "(ReLU layers).")
+    hidden: list[PositiveInt] = Field(
+        default_factory=list, description="The hidden layer sizes of an `mlp`; `mlp` only.")
+    module: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")] | None = Field(
+        None, description="Your own model: a module beside the config (or on `sys.path`) implementing the model "
+        "contract (`init_params`, `train`, `evaluate`); replaces `type` and `hidden`.")
 
     @model_validator(mode="after")
     def _hidden_fields(self) -> ModelConfig:
@@ -75,14 +90,22 @@ class ModelConfig(_Strict):
 class TrainingConfig(_Strict):
     """Rounds, local work per round, client sampling, and the server strategy (FedAvg by default)."""
 
-    rounds: PositiveInt
-    local_epochs: PositiveInt | None = None
-    local_steps: PositiveInt | None = None
-    batch_size: PositiveInt = 32
-    learning_rate: Annotated[float, Field(gt=0)] = 0.1
-    fraction_fit: Annotated[float, Field(gt=0, le=1)] = 1.0
-    round_timeout_s: Annotated[float, Field(gt=0)] = 600.0
-    strategy: StrategyConfig = Field(default_factory=FedAvgStrategy)
+    rounds: PositiveInt = Field(description="The number of federated rounds.")
+    local_epochs: PositiveInt | None = Field(
+        None, description="Passes over its shard a client makes each round; give exactly one of this and "
+        "`local_steps`.")
+    local_steps: PositiveInt | None = Field(
+        None, description="Minibatch steps a client makes each round; give exactly one of this and `local_epochs`.")
+    batch_size: PositiveInt = Field(32, description="The minibatch size of local training.")
+    learning_rate: Annotated[float, Field(gt=0)] = Field(0.1, description="The clients' learning rate (plain SGD).")
+    fraction_fit: Annotated[float, Field(gt=0, le=1)] = Field(
+        1.0, description="The share of clients that train each round (at least one), drawn from the seed.")
+    round_timeout_s: Annotated[float, Field(gt=0)] = Field(
+        600.0, description="Seconds a client may train in a round; every backend's deadlines derive from it.")
+    strategy: StrategyConfig = Field(
+        default_factory=FedAvgStrategy,
+        description="The server strategy: a name with its defaults (`fedadam`) or a mapping with `name` and its "
+        "parameters.")
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -99,8 +122,8 @@ class TrainingConfig(_Strict):
 class OutputConfig(_Strict):
     """Where results go and what is kept."""
 
-    dir: Path = Path("results")
-    save_round_models: bool = False
+    dir: Path = Field(Path("results"), description="The results root, relative to the folder `fltest` runs in.")
+    save_round_models: bool = Field(False, description="Keep every round's global model (`models/round-NNNN.npz`).")
 
 
 class CompareConfig(_Strict):
@@ -111,25 +134,38 @@ class CompareConfig(_Strict):
     default is tight; GPU training is not bit-exact with the CPU reference: give it a wider one.
     """
 
-    tolerance: Annotated[float, Field(ge=0)] = 1e-9
+    tolerance: Annotated[float, Field(ge=0)] = Field(
+        1e-9, description="The largest |Δw| from the reference's global model after a round at which a run still "
+        "agrees with it; widen it for GPU training.")
 
 
 class ExperimentConfig(_Strict):
     """A whole experiment: data, model, training, and the runs to compare."""
 
-    name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)]  # the experiment's name: a folder, like a run's
-    seed: int = 0
-    dataset: DatasetConfig
-    partition: PartitionConfig = IidPartition()
-    clients: Annotated[int, Field(ge=1)]
-    model: ModelConfig = ModelConfig()
-    training: TrainingConfig
-    total_cpus: PositiveInt = 1
-    total_gpus: Annotated[float, Field(ge=0)] = 0
-    hooks: str | None = None
-    output: OutputConfig = OutputConfig()
-    compare: CompareConfig = CompareConfig()
-    runs: list[RunConfig] = Field(min_length=1)
+    name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)] = Field(
+        description="The experiment's name: its results folder, `<output.dir>/<name>/`.")
+    seed: int = Field(0, description="The one seed everything derives from: test split, partition, selection, models.")
+    dataset: DatasetConfig = Field(description="Where the data comes from and which columns hold features and label.")
+    partition: PartitionConfig = Field(
+        IidPartition(), description="How the training rows are split over clients: a Flower Datasets partitioner, "
+        "by `method` and its parameters.")
+    clients: Annotated[int, Field(ge=1)] = Field(description="The number of clients (partitions).")
+    model: ModelConfig = Field(ModelConfig(), description="The model every client trains.")
+    training: TrainingConfig = Field(
+        description="Rounds, local work, client sampling, deadlines and the server strategy.")
+    total_cpus: PositiveInt = Field(
+        1, description="CPUs a backend may use on one machine (ignored on a Ray cluster, `FLTEST_RAY_ADDRESS`).")
+    total_gpus: Annotated[float, Field(ge=0)] = Field(
+        0, description="GPUs a backend may use; each Flower simulation client asks for `total_gpus / total_cpus` "
+        "of one.")
+    hooks: str | None = Field(
+        None, description="A module of client hooks (`before_local_training`, `after_local_training`, "
+        "`evaluate_metrics`), importable from the config's folder.")
+    output: OutputConfig = Field(OutputConfig(), description="Where results go and what is kept.")
+    compare: CompareConfig = Field(CompareConfig(), description="How runs are compared with the reference run.")
+    runs: list[RunConfig] = Field(
+        min_length=1, description="The runs to compare: `{name, framework, options}`, `framework` one of `reference`, "
+        "`flwr`, `nvflare`; names unique.")
 
     @model_validator(mode="after")
     def _unique_runs(self) -> ExperimentConfig:

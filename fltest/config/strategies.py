@@ -17,6 +17,9 @@ STRATEGIES = ("fedavg", "fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi"
 PositiveFloat = Annotated[float, Field(gt=0)]
 Decay = Annotated[float, Field(ge=0, lt=1)]
 
+NAME = "The strategy, by name."
+BETA_2 = "β2: the decay of the second moment `v`."
+
 
 class _Strategy(BaseModel):
     """A strategy's parameters: unknown keys are errors."""
@@ -32,14 +35,14 @@ class _Strategy(BaseModel):
 class FedAvgStrategy(_Strategy):
     """FedAvg (McMahan et al., 2017): the new global model is the clients' average, weighted by examples."""
 
-    name: Literal["fedavg"] = "fedavg"
+    name: Literal["fedavg"] = Field("fedavg", description=NAME)
 
 
 class FedProxStrategy(_Strategy):
     """FedProx (Li et al., 2020): FedAvg whose clients minimise ``F_k(w) + mu/2 ||w - w_t||^2``."""
 
-    name: Literal["fedprox"]
-    mu: PositiveFloat
+    name: Literal["fedprox"] = Field(description=NAME)
+    mu: PositiveFloat = Field(description="The weight of the proximal term `mu/2 ||w - w_t||^2` (required).")
 
     @property
     def proximal_mu(self) -> float:
@@ -50,45 +53,45 @@ class FedProxStrategy(_Strategy):
 class FedAvgMStrategy(_Strategy):
     """FedAvg with server momentum (Hsu et al., 2019): ``v = momentum * v + Δ``, ``w = w - server_learning_rate * v``."""
 
-    name: Literal["fedavgm"]
-    server_learning_rate: PositiveFloat = 1.0
-    server_momentum: Decay = 0.9
+    name: Literal["fedavgm"] = Field(description=NAME)
+    server_learning_rate: PositiveFloat = Field(1.0, description="η: the server's step along the momentum.")
+    server_momentum: Decay = Field(0.9, description="β: the server momentum.")
 
 
 class _AdaptiveStrategy(_Strategy):
     """The parameters FedAdagrad, FedAdam and FedYogi share (Reddi et al., 2021, Algorithm 2): η, β1, τ."""
 
-    server_learning_rate: PositiveFloat = 0.1  # η
-    beta_1: Decay = 0.9
-    tau: PositiveFloat = 1e-3  # the adaptivity: the smaller, the more adaptive
+    server_learning_rate: PositiveFloat = Field(0.1, description="η: the server's learning rate.")
+    beta_1: Decay = Field(0.9, description="β1: the decay of the first moment `m`.")
+    tau: PositiveFloat = Field(1e-3, description="τ: the adaptivity; the smaller, the more adaptive.")
 
 
 class FedAdagradStrategy(_AdaptiveStrategy):
     """FedAdagrad: ``v_t = v_{t-1} + Δ_t²``."""
 
-    name: Literal["fedadagrad"]
+    name: Literal["fedadagrad"] = Field(description=NAME)
 
 
 class FedAdamStrategy(_AdaptiveStrategy):
     """FedAdam: ``v_t = β2 v_{t-1} + (1 - β2) Δ_t²``."""
 
-    name: Literal["fedadam"]
-    beta_2: Decay = 0.99
+    name: Literal["fedadam"] = Field(description=NAME)
+    beta_2: Decay = Field(0.99, description=BETA_2)
 
 
 class FedYogiStrategy(_AdaptiveStrategy):
     """FedYogi: ``v_t = v_{t-1} - (1 - β2) Δ_t² sign(v_{t-1} - Δ_t²)``."""
 
-    name: Literal["fedyogi"]
-    beta_2: Decay = 0.99
+    name: Literal["fedyogi"] = Field(description=NAME)
+    beta_2: Decay = Field(0.99, description=BETA_2)
 
 
 class ScaffoldStrategy(_Strategy):
     """SCAFFOLD (Karimireddy et al., 2020, Algorithm 1, option II): each client adds ``c - c_i`` to every gradient,
     the server steps ``x += server_learning_rate * mean(y_i - x)`` and ``c += (|S|/N) mean(Δc_i)``."""
 
-    name: Literal["scaffold"]
-    server_learning_rate: PositiveFloat = 1.0  # η_g, the global step size
+    name: Literal["scaffold"] = Field(description=NAME)
+    server_learning_rate: PositiveFloat = Field(1.0, description="η_g: the global step size.")
 
 
 StrategyConfig = Annotated[

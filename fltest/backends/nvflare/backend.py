@@ -26,7 +26,7 @@ def simulator_threads(config: ExperimentConfig) -> int:
 
     With fewer threads than clients the simulator starts a new worker process for every
     task of a client it swaps in (several seconds each), which costs far more than the
-    idle workers of waiting clients; ``total_cpus`` is not a bound here (see the README).
+    idle workers of waiting clients; ``total_cpus`` is not a bound here (docs/explanation/architecture.md).
     """
     return config.clients
 

@@ -1,0 +1,85 @@
+"""The documentation: its reference pages are generated from the code, and the code gives them what they need."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from fltest.config import partitions, runs, schema, strategies
+from fltest.config.schema import ExperimentConfig
+from fltest.exit_codes import ExitCode
+from tests.docs_hooks import docs_hook
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def _sections():
+    return docs_hook("config_reference").config_sections(ExperimentConfig)
+
+
+def test_every_config_field_has_a_description():
+    """The config reference prints each field's description: a field without one would be a blank cell."""
+    missing = [
+        f"{section.path or '(top level)'}{f' ({section.variant})' if section.variant else ''}: {row.key}"
+        for section in _sections()
+        for row in section.rows
+        if not row.description.strip()
+    ]
+    assert not missing, f"config fields without a description (Field(description=...)): {missing}"
+
+
+def test_the_config_reference_reaches_every_model_of_the_schema():
+    """Every model of fltest.config (a partition method, a strategy, a kind of run...) has its section."""
+    reached = {section.model for section in _sections()}
+    defined = {
+        model
+        for module in (schema, runs, partitions, strategies)
+        for name, model in inspect.getmembers(module, inspect.isclass)
+        if issubclass(model, BaseModel) and model.__module__ == module.__name__ and not name.startswith("_")
+    }
+    assert defined - reached == set()
+
+
+def test_the_site_builds_strict(tmp_path):
+    """``mkdocs build --strict``, as CI runs it: every page, link and anchor, every generated reference page."""
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')")
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")]
+    environment = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "site" / "reference" / "config" / "index.html").read_text().count("<table>") > 10
+    assert (tmp_path / "site" / "explanation" / "security.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_exit_codes_the_lab_reports_are_fltests():
+    """The exit code reference is ExitCode; run.yml's words for fltest's codes and the interrupt plugin's code agree."""
+    report = yaml.safe_load((REPOSITORY / "ansible/roles/fltest_run/tasks/report.yml").read_text())
+    tasks = [task for task in report if "fltest_run_exit_meanings" in task.get("vars", {})]
+    meanings = tasks[0]["vars"]["fltest_run_exit_meanings"]
+    assert set(meanings) == {ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED}
+    plugin = (REPOSITORY / "ansible/callback_plugins/fltest_interrupt.py").read_text()
+    assert f"INTERRUPTED_EXIT_CODE = {int(ExitCode.INTERRUPTED)}\n" in plugin
+
+
+def test_every_ansible_name_the_pages_give_exists():
+    """A role, variable or playbook setting named in a hand-written page is one the Ansible code has (a rename shows)."""
+    in_ansible = {
+        name
+        for path in (REPOSITORY / "ansible").rglob("*")
+        if path.is_file() and path.suffix in (".yml", ".py", ".cfg")
+        for name in re.findall(r"\bfltest_[a-z0-9_]+", path.read_text())
+    }
+    named = {
+        (page.relative_to(REPOSITORY).as_posix(), name)
+        for page in [*(REPOSITORY / "docs").rglob("*.md"), REPOSITORY / "README.md", REPOSITORY / "ansible/README.md"]
+        for name in re.findall(r"\bfltest_[a-z0-9_]+", page.read_text())
+    }
+    assert sorted((page, name) for page, name in named if name not in in_ansible) == []
