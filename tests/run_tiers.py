@@ -1,23 +1,22 @@
-"""The README's test command: every tier, in two lines of pytest sessions that run at once.
+"""The README's test command: every tier, in three lines of pytest sessions that run at once.
 
 ``python -m tests.run_tiers [pytest options]`` runs, at the same time:
 
-- beside: the tiers without Docker (fast, ray, nvflare, torch), then the Ansible tier (``-m
-  ansible``); their lines are printed as they come with ``[beside] `` in front. The tiers without
-  Docker need no image, so they run while the other line builds it (11 minutes from a cold engine
-  in CI), time the Ansible tier spent waiting for that image when it came first; by their end the
-  image is there;
-- in turn: the docker tier, then the PyTorch image variant's tests (``-m "docker and torch"``:
-  its 6 GB build and the CNN example on its cluster, about 8 minutes), on this terminal as usual.
-  The two sessions that build and start containers the most follow each other on one line
-  instead of running beside each other.
+- the docker tier, then the PyTorch image variant's tests (``-m "docker and torch"``: its 6 GB
+  build and the CNN example on its cluster), on this terminal as usual. The two sessions that build
+  and start containers the most follow each other on one line instead of running beside each other;
+- the tiers without Docker (fast, ray, nvflare, torch), their lines printed with ``[beside] `` in
+  front. They need no image;
+- the Ansible tier (``-m ansible``), its lines with ``[ansible] `` in front. It waits for the image
+  the docker tier builds (``fltest-deploy build`` takes a lock: one builds, the others find it
+  built), then spends most of its time waiting on its emulated nodes (apt, image loads over SSH,
+  containers starting): beside the other two it no longer waits for the tiers without Docker first.
 
-The sessions share the images: ``fltest-deploy build`` takes a lock, so one builds and the
-other finds them built. Every session reports its skips and failures (``-ra``) and its 30 slowest
-tests (where the next minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every
-session too; markers (``-m``) do not belong here: run ``python -m pytest -m <tier>`` for one tier.
-The exit code is the first failing session's (pytest's own code: 1 failed, 5 nothing ran, ...),
-else 0. Plain ``python -m pytest`` still runs every tier, one after the other.
+Every session reports its skips and failures (``-ra``) and its 30 slowest tests (where the next
+minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every session too; markers
+(``-m``) do not belong here: run ``python -m pytest -m <tier>`` for one tier. The exit code is the
+first failing session's (pytest's own code: 1 failed, 5 nothing ran, ...), else 0. Plain
+``python -m pytest`` still runs every tier, one after the other.
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
-BESIDE = [["-m", "not docker and not ansible"], ["-m", "ansible"]]  # one session after the other, beside IN_TURN
-IN_TURN = [["-m", "docker and not torch"], ["-m", "docker and torch"]]
-BESIDE_PREFIX = "[beside] "
+IN_TURN = [["-m", "docker and not torch"], ["-m", "docker and torch"]]  # on this terminal, one after the other
+PREFIXED = {"[beside] ": [["-m", "not docker and not ansible"]], "[ansible] ": [["-m", "ansible"]]}  # each line beside IN_TURN
 REPORT = ["-ra", "--durations=30"]
 INTERRUPTED = 2  # pytest's exit code for a session stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED)
 
@@ -47,12 +45,12 @@ def _relay(stream: TextIO, prefix: str, out: TextIO) -> None:
         out.flush()
 
 
-def _beside(options: Sequence[str], codes: list[int]) -> None:
-    """Run the BESIDE sessions one after the other, their output relayed with BESIDE_PREFIX; their codes into ``codes``."""
-    for markers in BESIDE:
+def _prefixed_line(prefix: str, sessions: list[list[str]], options: Sequence[str], codes: list[int]) -> None:
+    """Run ``sessions`` one after the other, their output relayed with ``prefix``; their codes into ``codes``."""
+    for markers in sessions:
         session = subprocess.Popen(_pytest(markers, options), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True, bufsize=1)  # fmt: skip
-        _relay(session.stdout, BESIDE_PREFIX, sys.stdout)
+        _relay(session.stdout, prefix, sys.stdout)
         codes.append(session.wait())
         if codes[-1] == INTERRUPTED:  # Ctrl-C: start no further session
             return
@@ -60,18 +58,22 @@ def _beside(options: Sequence[str], codes: list[int]) -> None:
 
 def main(options: Sequence[str]) -> int:
     """Run the sessions; the first non-zero exit code, else 0."""
-    beside_codes: list[int] = []
-    beside = threading.Thread(target=_beside, args=(options, beside_codes))
-    beside.start()
+    side_codes: dict[str, list[int]] = {prefix: [] for prefix in PREFIXED}
+    lines = [threading.Thread(target=_prefixed_line, args=(prefix, sessions, options, side_codes[prefix]))
+             for prefix, sessions in PREFIXED.items()]  # fmt: skip
+    for line in lines:
+        line.start()
     codes = []
     try:
         for markers in IN_TURN:
             codes.append(subprocess.run(_pytest(markers, options)).returncode)
-        beside.join()
+        for line in lines:
+            line.join()
     except KeyboardInterrupt:  # Ctrl-C reached every session too (one process group): let them tear down
-        beside.join()
+        for line in lines:
+            line.join()
         codes.insert(0, 130)
-    return next((code for code in [*codes, *beside_codes] if code), 0)
+    return next((code for code in [*codes, *(c for prefix in PREFIXED for c in side_codes[prefix])] if code), 0)
 
 
 if __name__ == "__main__":
