@@ -27,9 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import pickle
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,7 +47,9 @@ def make_source(folder: Path, rows: int, seed: int = 0, batch: int = 5_000) -> i
     """Write the CIFAR-shaped set with ``save_to_disk`` (built in batches, never whole in memory); its bytes."""
     import datasets
 
-    features = datasets.Features({"img": datasets.Array3D(shape=SHAPE, dtype="uint8"), "label": datasets.ClassLabel(num_classes=CLASSES)})
+    features = datasets.Features(
+        {"img": datasets.Array3D(shape=SHAPE, dtype="uint8"), "label": datasets.ClassLabel(num_classes=CLASSES)}
+    )
 
     def batches():
         rng = np.random.default_rng(seed)
@@ -71,12 +73,24 @@ def _bytes(folder: Path) -> int:
 def _config(source: Path, clients: int):
     from fltest.config.schema import ExperimentConfig
 
-    return ExperimentConfig.model_validate({
-        "name": "bench-data-scale", "seed": 0, "clients": clients,
-        "dataset": {"source": "disk", "path": str(source), "features": ["img"], "label": "label", "scale": 255.0, "test_fraction": 1 / 6},
-        "partition": {"method": "dirichlet", "alpha": 0.5, "min_samples_per_client": 10},
-        "training": {"rounds": 1, "local_epochs": 1}, "runs": [{"name": "reference", "framework": "reference"}],
-    })  # fmt: skip
+    return ExperimentConfig.model_validate(
+        {
+            "name": "bench-data-scale",
+            "seed": 0,
+            "clients": clients,
+            "dataset": {
+                "source": "disk",
+                "path": str(source),
+                "features": ["img"],
+                "label": "label",
+                "scale": 255.0,
+                "test_fraction": 1 / 6,
+            },
+            "partition": {"method": "dirichlet", "alpha": 0.5, "min_samples_per_client": 10},
+            "training": {"rounds": 1, "local_epochs": 1},
+            "runs": [{"name": "reference", "framework": "reference"}],
+        }
+    )
 
 
 def peak_resident_bytes() -> int:
@@ -103,7 +117,21 @@ def measure(name: str, source: Path, out: Path, clients: int) -> tuple[float, in
     """Run one side in a child process; its wall seconds and peak resident bytes."""
     env = {**os.environ, "HF_HOME": str(out / "hf"), "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, __file__, "--side", name, "--source", str(source), "--out", str(out), "--clients", str(clients)], env=env)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--side",
+            name,
+            "--source",
+            str(source),
+            "--out",
+            str(out),
+            "--clients",
+            str(clients),
+        ],
+        env=env,
+    )
     returncode = child.wait()
     elapsed = time.perf_counter() - start
     if returncode != 0:
@@ -143,8 +171,12 @@ def flwr_run(variant: str, source: Path, out: Path, clients: int, rounds: int) -
     from fltest.runner import run_experiment
 
     data = _config(source, clients).model_dump(mode="json")
-    data.update(name=f"bench-{variant}", runs=[{"name": "flwr", "framework": "flwr"}], total_cpus=2,
-                training={"rounds": rounds, "local_steps": 5, "batch_size": 32, "learning_rate": 0.01, "round_timeout_s": 600})  # fmt: skip
+    data.update(
+        name=f"bench-{variant}",
+        runs=[{"name": "flwr", "framework": "flwr"}],
+        total_cpus=2,
+        training={"rounds": rounds, "local_steps": 5, "batch_size": 32, "learning_rate": 0.01, "round_timeout_s": 600},
+    )
     backend = NaiveFlwrBackend() if variant == "naive" else FlwrBackend()
     run_experiment(ExperimentConfig.model_validate(data), out, backend_of=lambda run: backend)
 
@@ -159,8 +191,15 @@ def ray_comparison(work: Path, source: Path, clients: int, rounds: int, spill_li
 
     spill = work / "spill"
     system = {"object_spilling_config": json.dumps({"type": "filesystem", "params": {"directory_path": str(spill)}})}
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                      "object_store_memory": RAY_OBJECT_STORE_BYTES, "_system_config": system})  # fmt: skip
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": False,
+            "object_store_memory": RAY_OBJECT_STORE_BYTES,
+            "_system_config": system,
+        },
+    )
     rows = []
     try:
         cluster.add_node(num_cpus=1, object_store_memory=RAY_OBJECT_STORE_BYTES)
@@ -168,11 +207,30 @@ def ray_comparison(work: Path, source: Path, clients: int, rounds: int, spill_li
         for variant in ("ours", "naive"):
             before = _spilled_bytes(spill)
             out = work / "runs" / variant
-            env = {**os.environ, "HF_HOME": str(work / "memory"), "PYTHONPATH": str(REPO), "FLTEST_RAY_ADDRESS": cluster.address}
-            command = [sys.executable, __file__, "--flwr-run", variant, "--source", str(source), "--out", str(out),
-                       "--clients", str(clients), "--rounds", str(rounds)]  # fmt: skip
+            env = {
+                **os.environ,
+                "HF_HOME": str(work / "memory"),
+                "PYTHONPATH": str(REPO),
+                "FLTEST_RAY_ADDRESS": cluster.address,
+            }
+            command = [
+                sys.executable,
+                __file__,
+                "--flwr-run",
+                variant,
+                "--source",
+                str(source),
+                "--out",
+                str(out),
+                "--clients",
+                str(clients),
+                "--rounds",
+                str(rounds),
+            ]
             start = time.perf_counter()
-            child = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            child = subprocess.Popen(
+                command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             exceeded = ""
             while child.poll() is None:
                 time.sleep(2)
@@ -230,16 +288,28 @@ def main() -> None:
         shard_root = next((work / "prepare" / "hf" / "datasets" / "fltest-shards").iterdir())
         shard_bytes = _bytes(shard_root)
         stored, float32_rows, naive = object_store_sizes(work / "memory", work / "source", args.clients)
-        print(f"\nsource: {args.rows} images, {pixels / 1e6:.0f} MB of pixels, {source_bytes / 1e6:.0f} MB as Arrow (Array3D)")
+        print(
+            f"\nsource: {args.rows} images, {pixels / 1e6:.0f} MB of pixels, {source_bytes / 1e6:.0f} MB as Arrow (Array3D)"
+        )
         print(f"{'':34} {'plain save_to_disk':>20} {'prepare_shards':>16} {'ratio':>7}")
         print(f"{'wall time (s)':34} {save_s:20.1f} {prep_s:16.1f} {prep_s / save_s:7.2f}")
-        print(f"{'peak resident memory (MB)':34} {save_rss / 1e6:20.0f} {prep_rss / 1e6:16.0f} {prep_rss / save_rss:7.2f}")
+        print(
+            f"{'peak resident memory (MB)':34} {save_rss / 1e6:20.0f} {prep_rss / 1e6:16.0f} {prep_rss / save_rss:7.2f}"
+        )
         print(f"peak RSS of prepare / source Arrow bytes: {prep_rss / source_bytes:.2f} (target <= 2)")
-        print(f"shard bytes / source bytes: {shard_bytes / 1e6:.0f} MB / {source_bytes / 1e6:.0f} MB = {shard_bytes / source_bytes:.2f}")
-        print(f"client 0 in Ray's object store: {stored / 1e6:.2f} MB pickled; as float32 rows {float32_rows / 1e6:.2f} MB "
-              f"(ratio {stored / float32_rows:.2f}, target <= 0.25)")  # fmt: skip
-        print(f"a naive ClientApp closing over every client's float64 arrays holds {naive / 1e9:.2f} GB, pickled with every message")
-        print(f"peak RSS of this process (generation and the object-store probe): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB")
+        print(
+            f"shard bytes / source bytes: {shard_bytes / 1e6:.0f} MB / {source_bytes / 1e6:.0f} MB = {shard_bytes / source_bytes:.2f}"
+        )
+        print(
+            f"client 0 in Ray's object store: {stored / 1e6:.2f} MB pickled; as float32 rows {float32_rows / 1e6:.2f} MB "
+            f"(ratio {stored / float32_rows:.2f}, target <= 0.25)"
+        )
+        print(
+            f"a naive ClientApp closing over every client's float64 arrays holds {naive / 1e9:.2f} GB, pickled with every message"
+        )
+        print(
+            f"peak RSS of this process (generation and the object-store probe): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB"
+        )
         if not args.no_ray:
             ray_comparison(work, work / "source", args.clients, args.rounds, args.spill_limit_gb, args.time_limit)
 

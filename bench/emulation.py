@@ -18,10 +18,10 @@ from pathlib import Path
 
 import docker
 
-from deploy.ray_emulation.project import RayEmulation
 from deploy.images import DEFAULT_BASE_IMAGE, IMAGE, build_fltest_image, copy_build_context, remove_build
-from deploy.ray_emulation.readiness import wait_until_ready
 from deploy.pki.ray_token import ensure_ray_token
+from deploy.ray_emulation.project import RayEmulation
+from deploy.ray_emulation.readiness import wait_until_ready
 
 BENCH_TAG = "fltest:bench"
 
@@ -37,8 +37,16 @@ def _up_and_down(client, repeat: int) -> tuple[list[float], list[float]]:
     with tempfile.TemporaryDirectory() as secrets:
         token = Path(secrets) / "ray_token"
         ensure_ray_token(token)
-        project = RayEmulation(name="fltest-bench", overrides={"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2",
-                                 "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1", "RAY_TOKEN_FILE": str(token)})  # fmt: skip
+        project = RayEmulation(
+            name="fltest-bench",
+            overrides={
+                "FLTEST_IMAGE": IMAGE,
+                "RAY_WORKERS": "2",
+                "RAY_HEAD_CPUS": "1",
+                "RAY_WORKER_CPUS": "1",
+                "RAY_TOKEN_FILE": str(token),
+            },
+        )
         ups, downs = [], []
         try:
             for _ in range(repeat):

@@ -28,10 +28,10 @@ from pathlib import Path
 import docker
 import yaml
 
-from deploy.ray_emulation.project import WORKER_SERVICE, RayEmulation
 from deploy.images import IMAGE
-from deploy.ray_emulation.readiness import wait_until_ready
 from deploy.pki.ray_token import ensure_ray_token
+from deploy.ray_emulation.project import WORKER_SERVICE, RayEmulation
+from deploy.ray_emulation.readiness import wait_until_ready
 
 PROJECT = "fltest-bench-faults"  # apart from the tests' projects and bench/emulation.py's
 SETTINGS = {"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1"}
@@ -113,7 +113,9 @@ def _experiment(folder: Path, name: str) -> Path:
 
 
 def _fltest_deploy(bench: Bench, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "deploy", *args], env=bench.env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "deploy", *args], env=bench.env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _wait_for_round(bench: Bench, name: str, timeout_s: float = 300) -> None:
@@ -140,8 +142,13 @@ def measure(bench: Bench, fault: Fault, folder: Path) -> dict:
     config = _experiment(folder, name)
     stderr_path = folder / f"{name}.stderr"
     with stderr_path.open("w") as stderr:
-        run = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(folder / "results")],
-                               env=bench.env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
+        run = subprocess.Popen(
+            [sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(folder / "results")],
+            env=bench.env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
     line = failed_s = None
     try:
         _wait_for_round(bench, name)
@@ -165,9 +172,18 @@ def measure(bench: Bench, fault: Fault, folder: Path) -> dict:
     up = _fltest_deploy(bench, "up", "--timeout", "300")
     ready_s = time.monotonic() - start
     up_lines = (up.stdout.strip() or up.stderr.strip()).splitlines()  # its "ready: ..." line, or why it failed
-    return {"fault": fault.key, "description": fault.name, "victim": bench.victim.name, "exit_code": run.returncode,
-            "failure_s": failed_s, "exit_s": exit_s, "failure_line": line,
-            "up_exit_code": up.returncode, "ready_s": ready_s, "up_last_line": up_lines[-1] if up_lines else ""}  # fmt: skip
+    return {
+        "fault": fault.key,
+        "description": fault.name,
+        "victim": bench.victim.name,
+        "exit_code": run.returncode,
+        "failure_s": failed_s,
+        "exit_s": exit_s,
+        "failure_line": line,
+        "up_exit_code": up.returncode,
+        "ready_s": ready_s,
+        "up_last_line": up_lines[-1] if up_lines else "",
+    }
 
 
 def _seconds(value: float | None) -> str:
@@ -177,7 +193,9 @@ def _seconds(value: float | None) -> str:
 def main() -> None:
     """Bring the emulation up, measure each fault, print a line a fault, write the JSON file, remove everything."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", default="results/bench-faults.json", help="file for every figure (default: results/bench-faults.json)")
+    parser.add_argument(
+        "--json", default="results/bench-faults.json", help="file for every figure (default: results/bench-faults.json)"
+    )
     args = parser.parse_args()
     client = docker.from_env()
     with tempfile.TemporaryDirectory(prefix="fltest-bench-faults-") as tmp:
@@ -193,19 +211,34 @@ def main() -> None:
             bench.project.up(client)
             wait_until_ready(bench.project, client, 300)
             first_up_s = time.monotonic() - start
-            print(f"{'fault at round ' + str(FAULT_ROUND):44} {'failure line':>12} {'run exit':>9} {'up->ready':>10}  the line")
+            print(
+                f"{'fault at round ' + str(FAULT_ROUND):44} {'failure line':>12} {'run exit':>9} {'up->ready':>10}  the line"
+            )
             for fault in FAULTS:
                 result = measure(bench, fault, folder)
                 results.append(result)
-                print(f"{fault.name:44} {_seconds(result['failure_s']):>11}s {_seconds(result['exit_s']):>8}s "
-                      f"{_seconds(result['ready_s']):>9}s  {result['failure_line'] or '(none; exit ' + str(result['exit_code']) + ')'}")  # fmt: skip
+                print(
+                    f"{fault.name:44} {_seconds(result['failure_s']):>11}s {_seconds(result['exit_s']):>8}s "
+                    f"{_seconds(result['ready_s']):>9}s  {result['failure_line'] or '(none; exit ' + str(result['exit_code']) + ')'}"
+                )
         finally:
             _fltest_deploy(bench, "down", "--results-dir", str(folder / "rescued"))
             left = bench.project.leftovers(client)
     print(f"{'first up -> ready':44} {first_up_s:>11.1f}s")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"project": PROJECT, "settings": SETTINGS, "fault_round": FAULT_ROUND,
-                                           "first_up_s": first_up_s, "faults": results, "left_after_down": left}, indent=2))  # fmt: skip
+    Path(args.json).write_text(
+        json.dumps(
+            {
+                "project": PROJECT,
+                "settings": SETTINGS,
+                "fault_round": FAULT_ROUND,
+                "first_up_s": first_up_s,
+                "faults": results,
+                "left_after_down": left,
+            },
+            indent=2,
+        )
+    )
     print(f"written: {args.json}" + (f"; LEFT after down: {', '.join(left)}" if left else ""))
 
 

@@ -34,7 +34,10 @@ class NaiveFlwrBackend(FlwrBackend):
 
     def cluster_shard_source(self, job: RunJob) -> ShardSource:
         """All shards as arrays in a dict the app closes over."""
-        arrays = {pid: dataset_arrays(job.shards.client_dataset(pid), job.shards.scale) for pid in range(job.shards.num_clients)}
+        arrays = {
+            pid: dataset_arrays(job.shards.client_dataset(pid), job.shards.scale)
+            for pid in range(job.shards.num_clients)
+        }
         return arrays.__getitem__
 
 
@@ -81,7 +84,9 @@ def main() -> None:
             if ray.is_initialized():
                 ray.shutdown()
             os.environ["FLTEST_RAY_ADDRESS"] = cluster.address
-            print(f"{'clients':>7}  {'object-store s':>14}  {'app KB':>8}  {'naive s':>8}  {'naive app KB':>12}  {'naive/ours time':>15}")
+            print(
+                f"{'clients':>7}  {'object-store s':>14}  {'app KB':>8}  {'naive s':>8}  {'naive app KB':>12}  {'naive/ours time':>15}"
+            )
             for clients in args.clients:
                 ours = _cluster_run(clients, args.rounds, results / "ours", FlwrBackend())
                 naive = _cluster_run(clients, args.rounds, results / "naive", NaiveFlwrBackend())
@@ -99,8 +104,10 @@ def main() -> None:
         config = _config(args.single_clients, args.rounds, ["reference", "flwr"])
         run_experiment(config, results / "single")
         reference, flower = (_summary(results / "single", config, r)["wall_s"] for r in ("reference", "flwr"))
-        print(f"one machine, {args.single_clients} clients: reference {reference:.2f} s, flwr {flower:.2f} s, "
-              f"flwr/reference {flower / reference:.1f}")
+        print(
+            f"one machine, {args.single_clients} clients: reference {reference:.2f} s, flwr {flower:.2f} s, "
+            f"flwr/reference {flower / reference:.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ from deploy.images import IMAGE, variant_tag
 from deploy.pki.ray_token import ensure_ray_token
 from deploy.ray_emulation.project import RayEmulation
 from deploy.ray_emulation.readiness import wait_until_ready
-from fltest.config import load_config
 from deploy.ray_emulation.run_in_head import run_in_head
+from fltest.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "digits_cnn.yaml"
@@ -74,11 +74,18 @@ def summarize(experiment: Path, label: str) -> list[dict]:
     rows = []
     for row in comparison["runs"]:
         rounds = [json.loads(line) for line in (experiment / row["run"] / "metrics.jsonl").read_text().splitlines()][1:]
-        rows.append({"config": label, "run": row["run"], "status": row["status"],
-                     "median_round_s": statistics.median(r["round_s"] for r in rounds) if rounds else None,
-                     "on_gpu": statistics.mean(r["train"].get("on_gpu", 0.0) for r in rounds) if rounds else None,
-                     "param_diff_per_round": row.get("param_diff_per_round"), "agreement": row.get("agreement", "reference"),
-                     "tolerance": comparison["tolerance"]})  # fmt: skip
+        rows.append(
+            {
+                "config": label,
+                "run": row["run"],
+                "status": row["status"],
+                "median_round_s": statistics.median(r["round_s"] for r in rounds) if rounds else None,
+                "on_gpu": statistics.mean(r["train"].get("on_gpu", 0.0) for r in rounds) if rounds else None,
+                "param_diff_per_round": row.get("param_diff_per_round"),
+                "agreement": row.get("agreement", "reference"),
+                "tolerance": comparison["tolerance"],
+            }
+        )
     return rows
 
 
@@ -93,13 +100,23 @@ def main() -> None:
     args = parser.parse_args()
     gpus = host_gpus()
     if not gpus:
-        raise SystemExit("bench/gpu_check.py: no GPU here (nvidia-smi -L lists none): run it on a machine with an NVIDIA GPU")
+        raise SystemExit(
+            "bench/gpu_check.py: no GPU here (nvidia-smi -L lists none): run it on a machine with an NVIDIA GPU"
+        )
     client = docker.from_env()
     folder = Path(tempfile.mkdtemp(prefix="fltest-bench-gpu-"))
     token = folder / "secrets" / "ray_token"
     ensure_ray_token(token)
-    project = RayEmulation(name=PROJECT, overrides={"FLTEST_IMAGE": args.image, "RAY_WORKERS": "0", "RAY_HEAD_CPUS": str(args.cpus),
-                                                    "RAY_HEAD_GPUS": "1", "RAY_TOKEN_FILE": str(token)})  # fmt: skip
+    project = RayEmulation(
+        name=PROJECT,
+        overrides={
+            "FLTEST_IMAGE": args.image,
+            "RAY_WORKERS": "0",
+            "RAY_HEAD_CPUS": str(args.cpus),
+            "RAY_HEAD_GPUS": "1",
+            "RAY_TOKEN_FILE": str(token),
+        },
+    )
     experiments = folder / "experiment"
     experiments.mkdir()
     for module in ("digits_cnn.py", "digits_hooks.py"):
@@ -110,8 +127,10 @@ def main() -> None:
         project.down()
         project.up(client)
         wait_until_ready(project, client, 300)
-        for label, name, cpus_gpus, tolerance in (("CPU", "gpu-check-cpu", (args.cpus, 0), None),
-                                                  ("GPU", "gpu-check-gpu", (args.cpus, 1), args.tolerance)):  # fmt: skip
+        for label, name, cpus_gpus, tolerance in (
+            ("CPU", "gpu-check-cpu", (args.cpus, 0), None),
+            ("GPU", "gpu-check-gpu", (args.cpus, 1), args.tolerance),
+        ):
             path = write_config(experiments, name, args.rounds, *cpus_gpus, tolerance)
             code = run_in_head(project.head(client), path, load_config(path), folder / "results")
             if code != 0:
@@ -120,11 +139,15 @@ def main() -> None:
     finally:
         project.down()
     print(f"{gpus[0]}; image {args.image}; head: {args.cpus} CPUs, 1 GPU; {args.rounds} rounds")
-    print(f"{'config':6} {'run':10} {'median s/round':>15} {'on GPU':>7}  {'|dw| vs CPU reference, per round':34} agreement")
+    print(
+        f"{'config':6} {'run':10} {'median s/round':>15} {'on GPU':>7}  {'|dw| vs CPU reference, per round':34} agreement"
+    )
     for row in rows:
         diffs = " ".join(f"{d:.1e}" for d in row["param_diff_per_round"] or []) or "-"
         on_gpu = "-" if row["on_gpu"] is None else f"{row['on_gpu']:.0%}"
-        print(f"{row['config']:6} {row['run']:10} {row['median_round_s'] or 0:>15.2f} {on_gpu:>7}  {diffs:34} {row['agreement']}")
+        print(
+            f"{row['config']:6} {row['run']:10} {row['median_round_s'] or 0:>15.2f} {on_gpu:>7}  {diffs:34} {row['agreement']}"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"gpu": gpus[0], "image": args.image, "runs": rows}, indent=1))
     shutil.rmtree(folder, ignore_errors=True)

@@ -35,7 +35,9 @@ BIN = Path(sys.executable).parent
 TAG = "fltest:bench-images"  # a tag of the image's id, so that a rebuild elsewhere cannot change it mid-bench
 NETWORKS = {"uplink": ("fltest-bench-uplink", "172.31.241"), "cluster": ("fltest-bench-cluster", "172.31.242")}
 DISTRIBUTIONS = ("controller", "relay")
-RELAY_DIR = yaml.safe_load((ANSIBLE / "roles" / "fltest_kit" / "defaults" / "main.yml").read_text())["fltest_kit_image_relay_dir"]
+RELAY_DIR = yaml.safe_load((ANSIBLE / "roles" / "fltest_kit" / "defaults" / "main.yml").read_text())[
+    "fltest_kit_image_relay_dir"
+]
 COUNTERS = """
 import json, pathlib
 print(json.dumps({p.name: [(p / "address").read_text().strip(), int((p / "statistics" / "rx_bytes").read_text())]
@@ -59,10 +61,30 @@ def start_nodes(count: int, key: Path) -> None:
         docker("network", "rm", name, check=False)
         docker("network", "create", "--subnet", f"{prefix}.0/24", name)
     for index in range(count):
-        docker("run", "--detach", "--name", node_name(index), "--hostname", node_name(index), "--network", NETWORKS["uplink"][0],
-               "--ip", f"{NETWORKS['uplink'][1]}.{10 + index}", *NODE_FLAGS,
-               "--volume", f"{key}.pub:/root/.ssh/authorized_keys.mounted:ro", NODE_IMAGE)  # fmt: skip
-        docker("network", "connect", "--ip", f"{NETWORKS['cluster'][1]}.{10 + index}", NETWORKS["cluster"][0], node_name(index))
+        docker(
+            "run",
+            "--detach",
+            "--name",
+            node_name(index),
+            "--hostname",
+            node_name(index),
+            "--network",
+            NETWORKS["uplink"][0],
+            "--ip",
+            f"{NETWORKS['uplink'][1]}.{10 + index}",
+            *NODE_FLAGS,
+            "--volume",
+            f"{key}.pub:/root/.ssh/authorized_keys.mounted:ro",
+            NODE_IMAGE,
+        )
+        docker(
+            "network",
+            "connect",
+            "--ip",
+            f"{NETWORKS['cluster'][1]}.{10 + index}",
+            NETWORKS["cluster"][0],
+            node_name(index),
+        )
     deadline = time.monotonic() + 90
     while not all(sshd_answers(f"{NETWORKS['uplink'][1]}.{10 + i}") for i in range(count)):
         if time.monotonic() > deadline:
@@ -88,15 +110,29 @@ def remove_nodes(count: int) -> None:
 
 def write_inventory(folder: Path, count: int, key: Path) -> Path:
     """An inventory with node 0 as the Ray head (the relay) and the others as workers."""
-    hosts = {node_name(i): {"ansible_host": f"{NETWORKS['uplink'][1]}.{10 + i}", "cluster_ip": f"{NETWORKS['cluster'][1]}.{10 + i}",
-                            "ray_num_cpus": 1} for i in range(count)}  # fmt: skip
-    inventory = {"all": {
-        "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": str(key), "fltest_image": TAG,
-                 "ansible_ssh_common_args": f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={folder / 'known_hosts'}",
-                 "fltest_controller_dir": str(folder / "controller")},
-        "children": {"ray_head": {"hosts": {node_name(0): hosts[node_name(0)]}},
-                     "ray_workers": {"hosts": {name: hosts[name] for name in list(hosts)[1:]}}},
-    }}  # fmt: skip
+    hosts = {
+        node_name(i): {
+            "ansible_host": f"{NETWORKS['uplink'][1]}.{10 + i}",
+            "cluster_ip": f"{NETWORKS['cluster'][1]}.{10 + i}",
+            "ray_num_cpus": 1,
+        }
+        for i in range(count)
+    }
+    inventory = {
+        "all": {
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(key),
+                "fltest_image": TAG,
+                "ansible_ssh_common_args": f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={folder / 'known_hosts'}",
+                "fltest_controller_dir": str(folder / "controller"),
+            },
+            "children": {
+                "ray_head": {"hosts": {node_name(0): hosts[node_name(0)]}},
+                "ray_workers": {"hosts": {name: hosts[name] for name in list(hosts)[1:]}},
+            },
+        }
+    }
     path = folder / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory))
     return path
@@ -104,11 +140,21 @@ def write_inventory(folder: Path, count: int, key: Path) -> Path:
 
 def cluster_yml(inventory: Path, folder: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
     """``ansible-playbook cluster.yml <args>`` on the bench's nodes, and its wall time."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"), "ANSIBLE_LOCAL_TEMP": str(folder / "ansible-local"),
-           "ANSIBLE_NOCOLOR": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}  # fmt: skip
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(folder / "ansible-local"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+    }
     start = time.monotonic()
-    result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), "cluster.yml", *args], cwd=ANSIBLE,
-                            capture_output=True, text=True, env=env)  # fmt: skip
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), "cluster.yml", *args],
+        cwd=ANSIBLE,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     return result, time.monotonic() - start
 
 
@@ -135,12 +181,18 @@ def measure(distribution: str, count: int, inventory: Path, folder: Path) -> dic
     """One ``cluster.yml --tags images`` with ``distribution`` onto nodes that lack the image."""
     forget_images(count)
     before = received(count)
-    result, seconds = cluster_yml(inventory, folder, "--tags", "images", "-e", f"fltest_images_distribution={distribution}")
+    result, seconds = cluster_yml(
+        inventory, folder, "--tags", "images", "-e", f"fltest_images_distribution={distribution}"
+    )
     if result.returncode != 0:
         raise SystemExit(f"cluster.yml ({distribution}) failed: {result.stdout[-3000:]}")
     after = received(count)
-    return {"distribution": distribution, "nodes": count, "wall_s": round(seconds, 1),
-            **{f"{key}_bytes": after[key] - before[key] for key in NETWORKS}}  # fmt: skip
+    return {
+        "distribution": distribution,
+        "nodes": count,
+        "wall_s": round(seconds, 1),
+        **{f"{key}_bytes": after[key] - before[key] for key in NETWORKS},
+    }
 
 
 def main() -> None:
@@ -172,7 +224,9 @@ def main() -> None:
     print(f"image {IMAGE}: {size / 1e9:.2f} GB; {args.nodes} nodes")
     print(f"{'distribution':14} {'wall s':>8} {'controller uplink GB':>21} {'cluster network GB':>19}")
     for row in rows:
-        print(f"{row['distribution']:14} {row['wall_s']:>8.0f} {row['uplink_bytes'] / 1e9:>21.2f} {row['cluster_bytes'] / 1e9:>19.2f}")
+        print(
+            f"{row['distribution']:14} {row['wall_s']:>8.0f} {row['uplink_bytes'] / 1e9:>21.2f} {row['cluster_bytes'] / 1e9:>19.2f}"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"image": IMAGE, "image_bytes": size, "runs": rows}, indent=1))
 

@@ -33,7 +33,9 @@ def strategy_rows(config_path: Path, strategy: str, rounds: int, clients: int, w
     config = load_config(config_path)
     training = config.training.model_copy(update={"rounds": rounds})
     data = config.model_dump(mode="json") | {"name": f"bench-{strategy}", "clients": clients, "hooks": None}
-    data["training"] = training.model_dump(mode="json") | {"strategy": {"name": strategy, **PARAMETERS.get(strategy, {})}}
+    data["training"] = training.model_dump(mode="json") | {
+        "strategy": {"name": strategy, **PARAMETERS.get(strategy, {})}
+    }
     comparison = run_experiment(type(config).model_validate(data), work)
     return [{"strategy": strategy, **row} for row in comparison["runs"]]
 
@@ -46,13 +48,17 @@ def print_table(rows: list[dict[str, Any]], rounds: int) -> None:
     """The whole table: a line a run, then the reason of each run not carried out."""
     print(f"\nmax |Δw| from the reference's global model after each round (tolerance {TOLERANCE:g}):")
     per_round = " ".join(f"{f'round {r}':>9}" for r in range(1, rounds + 1))
-    print(f"{'strategy':11} {'run':10} {'status':12} {per_round}  {'diverges at':>11}  {'last round':>10}  {'wall s':>7}")
+    print(
+        f"{'strategy':11} {'run':10} {'status':12} {per_round}  {'diverges at':>11}  {'last round':>10}  {'wall s':>7}"
+    )
     for row in rows:
         differences = row.get("param_diff_per_round") or [None] * rounds
         cells = " ".join(_number(d, 9) for d in differences)
         first = row.get("first_divergent_round") or "-"
-        print(f"{row['strategy']:11} {row['run']:10} {row['status']:12} {cells}  {first:>11}  "
-              f"{_number(row.get('max_param_diff_vs_reference'), 10)}  {row['wall_s']:7.1f}")  # fmt: skip
+        print(
+            f"{row['strategy']:11} {row['run']:10} {row['status']:12} {cells}  {first:>11}  "
+            f"{_number(row.get('max_param_diff_vs_reference'), 10)}  {row['wall_s']:7.1f}"
+        )
     for row in rows:
         if row.get("reason"):
             print(f"{row['strategy']} on {row['run']}: not run: {row['reason']}")
@@ -64,8 +70,14 @@ def main() -> None:
     parser.add_argument("--model", choices=sorted(CONFIGS), default="cnn")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES), metavar="NAME",
-                        help=f"the strategies to run (default: all, {' '.join(STRATEGIES)})")
+    parser.add_argument(
+        "--strategies",
+        nargs="+",
+        choices=STRATEGIES,
+        default=list(STRATEGIES),
+        metavar="NAME",
+        help=f"the strategies to run (default: all, {' '.join(STRATEGIES)})",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rows: list[dict[str, Any]] = []

@@ -96,15 +96,21 @@ def main() -> None:
         per_round = {run: _seconds_per_round(experiment / run) for run in BACKENDS}
         worst = max(run.get("max_param_diff_vs_reference") or 0.0 for run in comparison["runs"])
     at_once = min(args.cpus, args.clients)
-    print(f"CNN example (examples/digits_cnn.py): {args.clients} clients, {config.training.local_epochs} local epochs, "
-          f"rounds 2..{args.rounds}, total_cpus {args.cpus}, max |dw| vs reference {worst:g}")  # fmt: skip
+    print(
+        f"CNN example (examples/digits_cnn.py): {args.clients} clients, {config.training.local_epochs} local epochs, "
+        f"rounds 2..{args.rounds}, total_cpus {args.cpus}, max |dw| vs reference {worst:g}"
+    )
     print(f"local training alone: {training:.3f} s a round (every client in turn, one thread)")
-    print(f"{'run':<10} {'s/round':>8} {'x reference':>12} {'clients at once':>16} {'training s':>11} {'outside training':>17}")
+    print(
+        f"{'run':<10} {'s/round':>8} {'x reference':>12} {'clients at once':>16} {'training s':>11} {'outside training':>17}"
+    )
     for run, framework in BACKENDS.items():
         parallel = 1 if framework == "reference" else at_once
         share = 1.0 - (training / parallel) / per_round[run]
-        print(f"{run:<10} {per_round[run]:>8.3f} {per_round[run] / per_round['reference']:>12.2f} {parallel:>16} "
-              f"{training / parallel:>11.3f} {share:>16.0%}")  # fmt: skip
+        print(
+            f"{run:<10} {per_round[run]:>8.3f} {per_round[run] / per_round['reference']:>12.2f} {parallel:>16} "
+            f"{training / parallel:>11.3f} {share:>16.0%}"
+        )
 
 
 if __name__ == "__main__":

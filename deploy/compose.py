@@ -56,8 +56,9 @@ def compose_reason(stderr: str) -> str:
     return reason if len(reason) <= REASON_MAX_CHARS else reason[: REASON_MAX_CHARS - 3] + "..."
 
 
-def run_compose(command: list[str], tool: list[str], verb: str, project: str, cwd: Path,
-                env: dict[str, str]) -> subprocess.CompletedProcess:  # fmt: skip
+def run_compose(
+    command: list[str], tool: list[str], verb: str, project: str, cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess:
     """Run the compose ``command`` (``tool`` ... ``verb`` ...), its output captured; a failure raises one line.
 
     The line names the tool, the verb, the project and compose's own reason (:func:`compose_reason`).
@@ -93,8 +94,13 @@ class ComposeProject:
 
     def setting(self, key: str, default: str | None = None) -> str | None:
         """A setting's effective value: an override, the environment, :attr:`env_file`, the kit file, then ``default``."""
-        return (self.overrides.get(key) or os.environ.get(key) or dotenv_value(self.directory / self.env_file, key)
-                or env_file_values(KIT_FILE).get(key) or default)  # fmt: skip
+        return (
+            self.overrides.get(key)
+            or os.environ.get(key)
+            or dotenv_value(self.directory / self.env_file, key)
+            or env_file_values(KIT_FILE).get(key)
+            or default
+        )
 
     def required(self, key: str, default: str | None = None) -> str:
         """:meth:`setting`, or an :class:`InputError` naming the settings file when it is not set."""
@@ -118,14 +124,22 @@ class ComposeProject:
         kit = {key: value for key, value in env_file_values(KIT_FILE).items() if key not in file_values}
         return {**kit, **os.environ, **self.overrides, "COMPOSE_PROJECT_NAME": self.name}
 
-    def compose_command(self, *args: str, tool: list[str] | None = None,
-                        files: list[Path] | None = None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    def compose_command(
+        self, *args: str, tool: list[str] | None = None, files: list[Path] | None = None
+    ) -> tuple[list[str], dict[str, str]]:
         """The compose CLI command (``tool``, by default :func:`compose_cli`) on ``files`` (default
         :meth:`compose_files`) with ``args``, and its environment."""
         env_file = self.directory / self.env_file
-        command = [*(tool or compose_cli()), "--project-name", self.name, "--project-directory", str(self.directory),
-                   *(["--env-file", str(env_file)] if env_file.is_file() else []),
-                   *(arg for path in (files or self.compose_files()) for arg in ("-f", str(path))), *args]  # fmt: skip
+        command = [
+            *(tool or compose_cli()),
+            "--project-name",
+            self.name,
+            "--project-directory",
+            str(self.directory),
+            *(["--env-file", str(env_file)] if env_file.is_file() else []),
+            *(arg for path in (files or self.compose_files()) for arg in ("-f", str(path))),
+            *args,
+        ]
         return command, self.environment()
 
     def compose(self, *args: str, files: list[Path] | None = None) -> subprocess.CompletedProcess:

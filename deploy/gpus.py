@@ -27,8 +27,10 @@ def device_mode(value: str | None) -> str:
     """The value of ``FLTEST_GPU_DEVICES``: ``nvidia`` (unset or empty) or ``none``; anything else is bad input."""
     mode = (value or NVIDIA).strip()
     if mode not in DEVICE_MODES:
-        raise InputError(f"{DEVICES_VARIABLE}={value}: expected {LOGICAL} (Ray's logical GPUs only, no device) "
-                         f"or {NVIDIA} (the default: NVIDIA device requests)")  # fmt: skip
+        raise InputError(
+            f"{DEVICES_VARIABLE}={value}: expected {LOGICAL} (Ray's logical GPUs only, no device) "
+            f"or {NVIDIA} (the default: NVIDIA device requests)"
+        )
     return mode
 
 
@@ -50,9 +52,11 @@ def device_override(counts: Mapping[str, int], mode: str) -> dict | None:
 
     No request for a service with 0 GPUs, and none at all in :data:`LOGICAL` mode.
     """
-    services = {name: {"deploy": {"resources": {"reservations": {"devices": [device_request(count)]}}}}
-                for name, count in counts.items() if count > 0}  # fmt: skip
+    services = {
+        name: {"deploy": {"resources": {"reservations": {"devices": [device_request(count)]}}}}
+        for name, count in counts.items()
+        if count > 0
+    }
     if mode == LOGICAL or not services:
         return None
     return {"services": services}
-

@@ -32,7 +32,14 @@ DEFAULT_BASE_IMAGE = "fltest-base:bookworm"
 IMAGE = KIT.image
 DOCKERFILE = "images/fltest/Dockerfile"
 STAGES = ("requirements", "deps")  # the Dockerfile's stages before the final one, in build order
-CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignore", "images/requirements.py", DOCKERFILE)
+CONTEXT_FILES = (
+    "pyproject.toml",
+    "constraints.txt",
+    "README.md",
+    ".dockerignore",
+    "images/requirements.py",
+    DOCKERFILE,
+)
 CONTEXT_FOLDERS = ("fltest", "deploy")
 FLTEST_LABEL = "org.opencontainers.image.title=fltest"  # set by the Dockerfile's final stage
 LOCK = Path(tempfile.gettempdir()) / "fltest-image-build.lock"  # one build at a time on this host
@@ -169,8 +176,16 @@ def serving_on_loopback(folder: Path, port: int = EXTRAS_WHEELHOUSE_PORT) -> Ite
         server.server_close()
 
 
-def _build_target(client, tag: str, target: str | None, pip_source: str, base_image: str, context: Path,
-                  extras: tuple[str, ...] = (), extras_wheelhouse: str = "") -> str:
+def _build_target(
+    client,
+    tag: str,
+    target: str | None,
+    pip_source: str,
+    base_image: str,
+    context: Path,
+    extras: tuple[str, ...] = (),
+    extras_wheelhouse: str = "",
+) -> str:
     """One ``docker build`` to ``tag`` (up to stage ``target``), printing its steps; says built or unchanged.
 
     From the wheelhouse a build has no network, but the step that installs ``extras`` from
@@ -183,10 +198,17 @@ def _build_target(client, tag: str, target: str | None, pip_source: str, base_im
         dockerfile=DOCKERFILE,
         tag=tag,
         target=target,
-        buildargs={"PIP_SOURCE": pip_source, "BASE_IMAGE": base_image, "FLTEST_VERSION": __version__,
-                   "FLTEST_UID": str(KIT.uid), "FLTEST_HOME": KIT.home, "FLTEST_WORK_DIR": KIT.work_dir,
-                   "FLOWER_APP_FILES_DIR": KIT.app_files_dir,
-                   "EXTRAS": ",".join(extras), "EXTRAS_WHEELHOUSE": extras_wheelhouse},
+        buildargs={
+            "PIP_SOURCE": pip_source,
+            "BASE_IMAGE": base_image,
+            "FLTEST_VERSION": __version__,
+            "FLTEST_UID": str(KIT.uid),
+            "FLTEST_HOME": KIT.home,
+            "FLTEST_WORK_DIR": KIT.work_dir,
+            "FLOWER_APP_FILES_DIR": KIT.app_files_dir,
+            "EXTRAS": ",".join(extras),
+            "EXTRAS_WHEELHOUSE": extras_wheelhouse,
+        },
         network_mode=network if pip_source == "wheelhouse" else None,
         rm=True,
         forcerm=True,
@@ -224,20 +246,29 @@ def build_fltest_image(
         raise InputError(f"--pip-source: {pip_source!r}: expected wheelhouse or pypi")
     (Path(context) / "wheelhouse").mkdir(exist_ok=True)  # the Dockerfile copies it, empty for pypi
     tag = variant_tag(tag, check_extras(extras))
-    serving = serving_on_loopback(EXTRAS_WHEELHOUSE) if extras and pip_source == "wheelhouse" else contextlib.nullcontext("")
+    serving = (
+        serving_on_loopback(EXTRAS_WHEELHOUSE) if extras and pip_source == "wheelhouse" else contextlib.nullcontext("")
+    )
     with one_build_at_a_time(report), serving as extras_wheelhouse:
         for target, target_tag in zip([*STAGES, None], build_tags(tag)):
             name = f"image {target_tag}" if target is None else f"image stage {target} ({target_tag})"
             wheelhouse_url = extras_wheelhouse if target is None else ""  # only the final stage installs extras
-            _timed(report, name, lambda: _build_target(client, target_tag, target, pip_source, base_image, context,
-                                                      extras, wheelhouse_url))  # fmt: skip
+            build = functools.partial(
+                _build_target, client, target_tag, target, pip_source, base_image, context, extras, wheelhouse_url
+            )
+            _timed(report, name, build)
         for image in client.images.list(filters={"dangling": True, "label": FLTEST_LABEL}):
             _remove_if_untagged(client, image.id)  # e.g. an earlier image a container still used when its tag moved
         return client.images.get(tag)
 
 
-def build_images(client, pip_source: str = "wheelhouse", base_image: str | None = None, report: Report = print_stage,
-                 extras: tuple[str, ...] = ()):  # fmt: skip
+def build_images(
+    client,
+    pip_source: str = "wheelhouse",
+    base_image: str | None = None,
+    report: Report = print_stage,
+    extras: tuple[str, ...] = (),
+):
     """Everything ``fltest-deploy build`` does: the base image if it is ours and missing, the wheelhouse
     (and the extras' one), FLTest (or its variant with ``extras``).
 

@@ -41,11 +41,17 @@ class Kit:
     def read(cls, path: Path = KIT_FILE) -> Kit:
         """The values of the kit file at ``path``."""
         values = env_file_values(path)
-        return cls(image=values["FLTEST_IMAGE"], uid=int(values["FLTEST_UID"]), home=values["FLTEST_HOME"],
-                   work_dir=values["FLTEST_WORK_DIR"], ray_gcs_port=int(values["RAY_GCS_PORT"]),
-                   ray_node_start_file=values["RAY_NODE_START_FILE"],
-                   superlink_port=int(values["SUPERLINK_PORT"]), fleet_port=int(values["FLEET_PORT"]),
-                   app_files_dir=values["FLOWER_APP_FILES_DIR"])  # fmt: skip
+        return cls(
+            image=values["FLTEST_IMAGE"],
+            uid=int(values["FLTEST_UID"]),
+            home=values["FLTEST_HOME"],
+            work_dir=values["FLTEST_WORK_DIR"],
+            ray_gcs_port=int(values["RAY_GCS_PORT"]),
+            ray_node_start_file=values["RAY_NODE_START_FILE"],
+            superlink_port=int(values["SUPERLINK_PORT"]),
+            fleet_port=int(values["FLEET_PORT"]),
+            app_files_dir=values["FLOWER_APP_FILES_DIR"],
+        )
 
 
 KIT = Kit.read()

@@ -93,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--storage", choices=["mmap", "memory"], help="only this shard variant")
     prepare.set_defaults(handler=_prepare)
 
-    partitions = sub.add_parser("partitions", help="export one folder per client for Flower SuperNodes (mode: deployment)")
+    partitions = sub.add_parser(
+        "partitions", help="export one folder per client for Flower SuperNodes (mode: deployment)"
+    )
     partitions.add_argument("config", help=CONFIG_HELP)
     partitions.add_argument("--out", required=True, help="folder that receives partition-<i>/ (replaced if present)")
     partitions.set_defaults(handler=_partitions)

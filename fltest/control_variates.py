@@ -19,7 +19,9 @@ from fltest.model.batches import local_step_count
 from fltest.params import Params, shaped_like
 
 
-def next_control(local: Params, server: Params, start: Params, trained: Params, steps: int, learning_rate: float) -> Params:
+def next_control(
+    local: Params, server: Params, start: Params, trained: Params, steps: int, learning_rate: float
+) -> Params:
     """Option II: ``c_i+ = c_i - c + (x - y_i) / (K η_l)`` from ``c_i`` (``local``), ``c`` (``server``), ``x`` (``start``),
     ``y_i`` (``trained``), ``K`` (``steps``) and ``η_l``."""
     scale = steps * learning_rate
@@ -34,9 +36,16 @@ class ClientControl:
         self.variate: Params | None = None
 
     def train(
-        self, config: ExperimentConfig, hooks: Hooks, partition_id: int, server_round: int, params: Params,
-        server_control: Params, x: np.ndarray, y: np.ndarray,
-    ) -> ClientUpdate:  # fmt: skip
+        self,
+        config: ExperimentConfig,
+        hooks: Hooks,
+        partition_id: int,
+        server_round: int,
+        params: Params,
+        server_control: Params,
+        x: np.ndarray,
+        y: np.ndarray,
+    ) -> ClientUpdate:
         """One round: local training corrected by ``c - c_i``, then ``c_i`` moves to ``c_i+``; the update carries ``Δc_i``."""
         local = self.variate if self.variate is not None else [np.zeros_like(p) for p in params]
         correction = shaped_like([c - c_i for c, c_i in zip(server_control, local)], params)
@@ -44,4 +53,6 @@ class ClientControl:
         steps = local_step_count(update.num_examples, config.training)
         self.variate = next_control(local, server_control, params, update.params, steps, config.training.learning_rate)
         delta = shaped_like([new - old for new, old in zip(self.variate, local)], params)
-        return ClientUpdate(update.partition_id, update.params, update.num_examples, update.metrics, control_delta=delta)
+        return ClientUpdate(
+            update.partition_id, update.params, update.num_examples, update.metrics, control_delta=delta
+        )

@@ -22,9 +22,17 @@ class ExitCode(IntEnum):
     OK = 0, "done: every run completed (or was recorded as unsupported by its framework)"
     FAILED = 1, "a failure: a run failed, or the cluster, compose or Docker did (one line names it)"
     BAD_INPUT = 2, "bad input: a config, file, setting or option refused in one line; nothing was started or written"
-    NODE_REFUSED = 78, (
-        "a Ray node refused to start (EX_CONFIG): no token authentication or no usable token file; "
-        "a restart cannot cure it (`deploy.node.ray_start --refused-exit-code` changes it)")
-    INTERRUPTED = 130, (
-        "interrupted by Ctrl-C (SIGINT) or SIGTERM: what ran was stopped where it ran, its rounds so far kept "
-        "with an `interrupted` summary")
+    NODE_REFUSED = (
+        78,
+        (
+            "a Ray node refused to start (EX_CONFIG): no token authentication or no usable token file; "
+            "a restart cannot cure it (`deploy.node.ray_start --refused-exit-code` changes it)"
+        ),
+    )
+    INTERRUPTED = (
+        130,
+        (
+            "interrupted by Ctrl-C (SIGINT) or SIGTERM: what ran was stopped where it ran, its rounds so far kept "
+            "with an `interrupted` summary"
+        ),
+    )

@@ -75,7 +75,9 @@ def client_update(
     model, where = load_model(config.model), f"on client {partition_id} in round {server_round}"
     with naming_the_model(model, "train", where):
         seed = client_seed(config.seed, server_round, partition_id)
-        result = model.train(params, x, y, config.training, seed, **({} if correction is None else {CORRECTION: correction}))
+        result = model.train(
+            params, x, y, config.training, seed, **({} if correction is None else {CORRECTION: correction})
+        )
     trained = trained_params(model, result.params, params, where)
     metrics: Metrics = check_metrics("the model's train", result.metrics)
     if hooks.after_local_training is not None:
@@ -101,7 +103,9 @@ def aggregate(updates: Sequence[ClientUpdate]) -> tuple[Params, Metrics]:
     return params, metrics
 
 
-def evaluate_global(model: Model, params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks, server_round: int) -> Metrics:
+def evaluate_global(
+    model: Model, params: Params, x: np.ndarray, y: np.ndarray, hooks: Hooks, server_round: int
+) -> Metrics:
     """Test loss and accuracy of the global model after ``server_round`` (0: the initial model), the model's extra
     metrics, and the user's evaluation metrics."""
     with naming_the_model(model, "evaluate", f"in round {server_round}"):

@@ -36,7 +36,9 @@ Metrics = dict[str, float]
 class Hooks:
     """The hook functions a module defines; missing ones are ``None``."""
 
-    before_local_training: Callable[[int, int, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray] | None] | None = None
+    before_local_training: Callable[[int, int, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray] | None] | None = (
+        None
+    )
     after_local_training: Callable[[int, int, Params, Params], Metrics | None] | None = None
     evaluate_metrics: Callable[[np.ndarray, np.ndarray], Metrics] | None = None
 

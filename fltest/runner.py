@@ -36,8 +36,13 @@ def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
     verb = "reused" if reused else "prepared"
     log.info(
         "%s %d %s shards (%s samples, test %d) in %.1f s: %s",
-        verb, shards.num_clients, storage, sum(shards.client_sizes), shards.test_size,
-        time.perf_counter() - start, shards.root,
+        verb,
+        shards.num_clients,
+        storage,
+        sum(shards.client_sizes),
+        shards.test_size,
+        time.perf_counter() - start,
+        shards.root,
     )
     log.info("label distribution per client: %s", shards.label_plot)
     return shards
@@ -107,14 +112,18 @@ def run_experiment(
                 summaries.append(recorder.finish("unsupported", reason))
                 log.warning("run %s (%s) not run: %s", run.name, run.framework, reason)
                 continue
-            log.info("run %s (%s): %d rounds, %d clients", run.name, run.framework, config.training.rounds, config.clients)
+            log.info(
+                "run %s (%s): %d rounds, %d clients", run.name, run.framework, config.training.rounds, config.clients
+            )
             try:
                 progress = RecordedProgress(recorder, model, test, hooks)
                 backend.run(RunJob(config, run, shards, initial, hooks, recorder.run_dir, progress))
             except KeyboardInterrupt as interrupt:  # the backend stopped the framework on its way out
                 recorder.finish("interrupted", f"interrupted by {signal_name(interrupt)}")
-                interrupt.stopped = (f"stopped run {run.name} ({run.framework}) after round {max(recorder.last_round, 0)} "
-                                         f"of {config.training.rounds}; its rounds and summary: {recorder.run_dir}")  # fmt: skip
+                interrupt.stopped = (
+                    f"stopped run {run.name} ({run.framework}) after round {max(recorder.last_round, 0)} "
+                    f"of {config.training.rounds}; its rounds and summary: {recorder.run_dir}"
+                )
                 raise
             except FLTestError as exc:
                 summaries.append(recorder.finish("failed", str(exc)))

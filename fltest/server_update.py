@@ -112,7 +112,9 @@ class AdaptiveServer:
             self.second_moment = [np.full_like(x, tau * tau) for x in global_params]
         self.first_moment = [beta_1 * m + (1.0 - beta_1) * d for m, d in zip(self.first_moment, deltas)]
         self.second_moment = [self._second_moment(v, d) for v, d in zip(self.second_moment, deltas)]
-        steps = [x + eta * m / (np.sqrt(v) + tau) for x, m, v in zip(global_params, self.first_moment, self.second_moment)]
+        steps = [
+            x + eta * m / (np.sqrt(v) + tau) for x, m, v in zip(global_params, self.first_moment, self.second_moment)
+        ]
         return shaped_like(steps, global_params)
 
 
@@ -146,8 +148,13 @@ class ControlledAveraging:
             for total, delta in zip(control_change, update.control_delta):
                 total += delta
         selected = len(updates)
-        self.variate = shaped_like([c + (selected / self.num_clients) * (total / selected)
-                                    for c, total in zip(self.control(global_params), control_change)], global_params)  # fmt: skip
+        self.variate = shaped_like(
+            [
+                c + (selected / self.num_clients) * (total / selected)
+                for c, total in zip(self.control(global_params), control_change)
+            ],
+            global_params,
+        )
         steps = [x + self.learning_rate * (total / selected) for x, total in zip(global_params, model_change)]
         return shaped_like(steps, global_params)
 

@@ -53,6 +53,8 @@ def module_source(field: str, module_name: str) -> Path:
     if origin is not None and hasattr(module, "__path__") and origin.name == "__init__.py":
         return origin.parent
     if origin is None or origin.suffix != ".py":
-        raise FieldError(f"{field}: module {top!r} ({origin or 'a namespace package'}) is not a Python source file or package, "
-                         "the only code a Flower App carries")  # fmt: skip
+        raise FieldError(
+            f"{field}: module {top!r} ({origin or 'a namespace package'}) is not a Python source file or package, "
+            "the only code a Flower App carries"
+        )
     return origin

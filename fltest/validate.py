@@ -45,5 +45,7 @@ def check_cluster_gpus(config: ExperimentConfig, node_gpus: list[float], cluster
         raise FieldError(f"total_gpus: {asked:g} GPU{'' if asked == 1 else 's'} asked, {cluster} has {total:g}")
     share = asked / config.total_cpus
     if share > largest:
-        raise FieldError(f"total_gpus: each client asks total_gpus/total_cpus = {share:g} GPUs, "
-                         f"no node of {cluster} has that many (the most: {largest:g})")  # fmt: skip
+        raise FieldError(
+            f"total_gpus: each client asks total_gpus/total_cpus = {share:g} GPUs, "
+            f"no node of {cluster} has that many (the most: {largest:g})"
+        )

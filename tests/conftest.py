@@ -46,7 +46,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def failing_round_seconds(run_dir: Path) -> float:
     """Seconds from the last round a run recorded to its end: its failing round, after start-up and set-up."""
-    from fltest.results.files import read_json_object, read_jsonl  # here: nothing may import datasets before HF_HOME is set
+    from fltest.results.files import (  # here: nothing may import datasets before HF_HOME is set
+        read_json_object,
+        read_jsonl,
+    )
 
     return read_json_object(run_dir / "timings.json")["wall_s"] - read_jsonl(run_dir / "metrics.jsonl")[-1]["elapsed_s"]
 

@@ -26,14 +26,26 @@ for host, port, method, path in json.loads(sys.argv[1]):
         answers[f"{method} {host}:{port}{path}"] = type(exc).__name__
 print(json.dumps(answers))
 """
-CONTROL_PATHS = ["/v1/control/list-nodes", "/v1/control/unregister-node", "/v1/fleet/../control/list-nodes",
-                 "/v1/fleet/%2e%2e/control/list-nodes", "/v1/control/../fleet/get-run", "/v1/runtime/get-nodes"]  # fmt: skip
+CONTROL_PATHS = [
+    "/v1/control/list-nodes",
+    "/v1/control/unregister-node",
+    "/v1/fleet/../control/list-nodes",
+    "/v1/fleet/%2e%2e/control/list-nodes",
+    "/v1/control/../fleet/get-run",
+    "/v1/runtime/get-nodes",
+]
 
 
 def probes(hosts: list[str]) -> tuple[list, list, list]:
     """The Control probes (every path, both ports), the /health probes and a Fleet probe, for ``hosts``."""
-    control = [(h, port, "POST", path) for h in hosts for port in (FLEET_PORT, SUPERLINK_PORT) for path in CONTROL_PATHS]
-    return control, [(h, FLEET_PORT, "GET", "/health") for h in hosts], [(h, FLEET_PORT, "POST", "/v1/fleet/get-run") for h in hosts]
+    control = [
+        (h, port, "POST", path) for h in hosts for port in (FLEET_PORT, SUPERLINK_PORT) for path in CONTROL_PATHS
+    ]
+    return (
+        control,
+        [(h, FLEET_PORT, "GET", "/health") for h in hosts],
+        [(h, FLEET_PORT, "POST", "/v1/fleet/get-run") for h in hosts],
+    )
 
 
 def refused(answer) -> bool:
@@ -46,4 +58,6 @@ def check_refusals(answers: dict, control: list, health: list, fleet: list) -> N
     key = lambda probe: f"{probe[2]} {probe[0]}:{probe[1]}{probe[3]}"  # noqa: E731
     assert {key(p): answers[key(p)] for p in control if not refused(answers[key(p)])} == {}
     assert all(answers[key(p)] == [200, False] for p in health), answers
-    assert all(isinstance(answers[key(p)], list) and answers[key(p)][1] is False for p in fleet), answers  # the SuperLink answered
+    assert all(isinstance(answers[key(p)], list) and answers[key(p)][1] is False for p in fleet), (
+        answers
+    )  # the SuperLink answered

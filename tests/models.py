@@ -70,7 +70,6 @@ init_params, train, evaluate = TorchClassifier(network).contract()
 """
 
 
-
 def beside(folder: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> None:
     """Write ``source`` as ``<folder>/<name>.py`` and put ``folder`` on ``sys.path``, where a run (and its
     framework's processes, through the driver's ``sys.path``) imports it from."""

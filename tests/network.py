@@ -21,5 +21,7 @@ def host_addresses() -> list[str]:
     """
     listed = subprocess.run(["hostname", "-I"], capture_output=True, text=True)
     addresses = [a for a in listed.stdout.split() if "." in a and not a.startswith("127.")]
-    assert addresses, f"hostname -I (exit {listed.returncode}) lists no IPv4 address but loopback: {listed.stdout + listed.stderr!r}"
+    assert addresses, (
+        f"hostname -I (exit {listed.returncode}) lists no IPv4 address but loopback: {listed.stdout + listed.stderr!r}"
+    )
     return addresses

@@ -28,7 +28,10 @@ from collections.abc import Sequence
 from typing import TextIO
 
 IN_TURN = [["-m", "docker and not torch"], ["-m", "docker and torch"]]  # on this terminal, one after the other
-PREFIXED = {"[beside] ": [["-m", "not docker and not ansible"]], "[ansible] ": [["-m", "ansible"]]}  # each line beside IN_TURN
+PREFIXED = {
+    "[beside] ": [["-m", "not docker and not ansible"]],
+    "[ansible] ": [["-m", "ansible"]],
+}  # each line beside IN_TURN
 REPORT = ["-ra", "--durations=30"]
 INTERRUPTED = 2  # pytest's exit code for a session stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED)
 
@@ -48,8 +51,9 @@ def _relay(stream: TextIO, prefix: str, out: TextIO) -> None:
 def _prefixed_line(prefix: str, sessions: list[list[str]], options: Sequence[str], codes: list[int]) -> None:
     """Run ``sessions`` one after the other, their output relayed with ``prefix``; their codes into ``codes``."""
     for markers in sessions:
-        session = subprocess.Popen(_pytest(markers, options), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, bufsize=1)  # fmt: skip
+        session = subprocess.Popen(
+            _pytest(markers, options), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
         _relay(session.stdout, prefix, sys.stdout)
         codes.append(session.wait())
         if codes[-1] == INTERRUPTED:  # Ctrl-C: start no further session
@@ -59,8 +63,10 @@ def _prefixed_line(prefix: str, sessions: list[list[str]], options: Sequence[str
 def main(options: Sequence[str]) -> int:
     """Run the sessions; the first non-zero exit code, else 0."""
     side_codes: dict[str, list[int]] = {prefix: [] for prefix in PREFIXED}
-    lines = [threading.Thread(target=_prefixed_line, args=(prefix, sessions, options, side_codes[prefix]))
-             for prefix, sessions in PREFIXED.items()]  # fmt: skip
+    lines = [
+        threading.Thread(target=_prefixed_line, args=(prefix, sessions, options, side_codes[prefix]))
+        for prefix, sessions in PREFIXED.items()
+    ]
     for line in lines:
         line.start()
     codes = []

@@ -35,7 +35,7 @@ def test_a_package_no_extra_has_is_one_line_naming_it_and_an_extra_to_make(tmp_p
     assert line == (
         f"flwr run: {folder}/pyproject.toml: project.dependencies: {ABSENT}>=1.0: not in the image fltest:0.1.0, and the kit "
         "installs nothing at run time; add what the App needs to an extra of FLTest's pyproject.toml (e.g. app = "
-        "[\"<package>==<version>\"]) and build that image variant: fltest-deploy build --extras app, then run the federation "
+        '["<package>==<version>"]) and build that image variant: fltest-deploy build --extras app, then run the federation '
         "on it (FLTEST_IMAGE for fltest-flower up, fltest_image for cluster.yml)"
     )
 
@@ -45,9 +45,11 @@ def test_a_package_of_fltest_s_extras_names_the_variant_that_has_it(tmp_path):
     assert kit_extras()["torch"] == "torch"
     without_torch = lambda name: None if name == "torch" else installed_version(name)  # noqa: E731 (the default image's)
     line = check_app(_app(tmp_path, "torch>=2.0"), "fltest:0.1.0", installed=without_torch)
-    assert line.endswith("project.dependencies: torch>=2.0: not in the image fltest:0.1.0, and the kit installs nothing at run "
-                         "time; build the image variant that has it: fltest-deploy build --extras torch, then run the federation "
-                         "on fltest:0.1.0-torch (FLTEST_IMAGE for fltest-flower up, fltest_image for cluster.yml)")  # fmt: skip
+    assert line.endswith(
+        "project.dependencies: torch>=2.0: not in the image fltest:0.1.0, and the kit installs nothing at run "
+        "time; build the image variant that has it: fltest-deploy build --extras torch, then run the federation "
+        "on fltest:0.1.0-torch (FLTEST_IMAGE for fltest-flower up, fltest_image for cluster.yml)"
+    )
 
 
 def test_an_installed_package_in_another_version_is_named_with_the_image_s():
@@ -67,11 +69,19 @@ def test_a_requirement_that_does_not_parse_is_named():
     assert [str(item) for item in unmet_requirements(["numpy >>= 2"])] == ["numpy >>= 2 (not a valid requirement)"]
 
 
-@pytest.mark.parametrize("args, folder", [
-    (["run", ".", "fltest", "--stream"], "."), (["run"], "."), (["run", "--run-config", "a=1 b=2", "my-app", "fltest"], "my-app"),
-    (["run", "-c", "a=1", "--federation", "@a/b", "../app"], "../app"), (["run", "@flwrlabs/quickstart", "fltest"], None),
-    (["ls", "fltest"], None), (["run", "--help"], None), ([], None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, folder",
+    [
+        (["run", ".", "fltest", "--stream"], "."),
+        (["run"], "."),
+        (["run", "--run-config", "a=1 b=2", "my-app", "fltest"], "my-app"),
+        (["run", "-c", "a=1", "--federation", "@a/b", "../app"], "../app"),
+        (["run", "@flwrlabs/quickstart", "fltest"], None),
+        (["ls", "fltest"], None),
+        (["run", "--help"], None),
+        ([], None),
+    ],
+)
 def test_the_app_folder_of_a_flwr_command(args, folder):
     assert app_folder(args) == (Path(folder) if folder else None)
 
@@ -83,4 +93,6 @@ def test_the_operator_s_flwr_refuses_the_app_before_it_is_submitted(tmp_path, ca
     assert run_flwr(["run", str(folder), "fltest", "--stream"], address="127.0.0.1:9", ca=str(tmp_path / "ca.crt")) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [check_app(folder, "")]
-    assert err.startswith(f"flwr run: {folder}/pyproject.toml: project.dependencies: {ABSENT}: not in the image of the SuperNodes,")
+    assert err.startswith(
+        f"flwr run: {folder}/pyproject.toml: project.dependencies: {ABSENT}: not in the image of the SuperNodes,"
+    )

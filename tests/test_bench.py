@@ -21,8 +21,13 @@ NUMBER = r"-?\d+(?:\.\d+)?"
 
 def bench(tmp_path, script: str, *args: str, timeout: float = 600) -> str:
     """``python bench/<script> <args>`` from an empty working folder; its output (it must exit 0)."""
-    result = subprocess.run([sys.executable, str(REPO / "bench" / script), *args], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=timeout)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -47,7 +52,9 @@ def test_the_docker_benchmarks_import_and_parse_their_options(tmp_path, script):
 @pytest.mark.nvflare
 def test_strategies(tmp_path):
     """FedAvgM on the built-in model: Flower's, bit for bit; NVFlare has it only for PyTorch models (unsupported, not started)."""
-    out = bench(tmp_path, "strategies.py", "--model", "logreg", "--strategies", "fedavgm", "--rounds", "1", "--clients", "2")
+    out = bench(
+        tmp_path, "strategies.py", "--model", "logreg", "--strategies", "fedavgm", "--rounds", "1", "--clients", "2"
+    )
     assert re.search(r"^fedavgm +flower +completed +0\.00e\+00 +- +0\.00e\+00 +[0-9.]+$", out, re.M), out
     assert re.search(r"^fedavgm +nvflare +unsupported ", out, re.M), out
     assert re.search(r"^fedavgm on nvflare: not run: ", out, re.M), out
@@ -65,7 +72,9 @@ def test_nvflare_rounds(tmp_path):
 def test_flwr_cluster(tmp_path):
     out = bench(tmp_path, "flwr_cluster.py", "--clients", "2", "--rounds", "1", "--single-clients", "2")
     assert re.search(rf"^ +2 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out
-    assert re.search(rf"^one machine, 2 clients: reference {NUMBER} s, flwr {NUMBER} s, flwr/reference {NUMBER}$", out, re.M), out
+    assert re.search(
+        rf"^one machine, 2 clients: reference {NUMBER} s, flwr {NUMBER} s, flwr/reference {NUMBER}$", out, re.M
+    ), out
 
 
 @pytest.mark.torch

@@ -17,7 +17,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def fltest(*args, cwd, env=None):
-    return subprocess.run([sys.executable, "-m", "fltest.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fltest.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.ray
@@ -36,7 +38,11 @@ def test_the_shipped_example_compares_three_frameworks(tmp_path):
     assert [r["run"] for r in comparison["runs"]] == ["reference", "flower", "nvflare"]
     assert all(r["max_param_diff_vs_reference"] <= TOLERANCE for r in comparison["runs"][1:]), comparison
     assert (experiment / "report.png").read_bytes().startswith(PNG_SIGNATURE)
-    for row in ("reference  reference  completed  5", "flower     flwr       completed  5", "nvflare    nvflare    completed  5"):
+    for row in (
+        "reference  reference  completed  5",
+        "flower     flwr       completed  5",
+        "nvflare    nvflare    completed  5",
+    ):
         assert row in result.stdout, result.stdout
     assert "round 5/5" in result.stderr  # progress, one line a round when not on a terminal
 
@@ -83,11 +89,15 @@ def _hooks_config(write_config, tmp_path, body):
 
 
 def test_a_client_that_raises_marks_the_run_failed(write_config, tmp_path):
-    path = _hooks_config(write_config, tmp_path, (
-        "def before_local_training(partition_id, server_round, x, y):\n"
-        "    if server_round == 3 and partition_id == 4:\n"
-        "        raise ValueError('client 4 broke')\n"
-    ))
+    path = _hooks_config(
+        write_config,
+        tmp_path,
+        (
+            "def before_local_training(partition_id, server_round, x, y):\n"
+            "    if server_round == 3 and partition_id == 4:\n"
+            "        raise ValueError('client 4 broke')\n"
+        ),
+    )
     result = fltest("run", str(path), cwd=tmp_path)
     assert result.returncode == 1
     summary = json.loads((tmp_path / "results" / "digits-demo" / "reference" / "summary.json").read_text())
@@ -98,12 +108,16 @@ def test_a_client_that_raises_marks_the_run_failed(write_config, tmp_path):
 
 
 def test_a_killed_run_leaves_no_summary(write_config, tmp_path):
-    path = _hooks_config(write_config, tmp_path, (
-        "import os, signal\n"
-        "def before_local_training(partition_id, server_round, x, y):\n"
-        "    if server_round == 3:\n"
-        "        os.kill(os.getpid(), signal.SIGKILL)\n"
-    ))
+    path = _hooks_config(
+        write_config,
+        tmp_path,
+        (
+            "import os, signal\n"
+            "def before_local_training(partition_id, server_round, x, y):\n"
+            "    if server_round == 3:\n"
+            "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        ),
+    )
     result = fltest("run", str(path), cwd=tmp_path)
     assert result.returncode == -9
     run_dir = tmp_path / "results" / "digits-demo" / "reference"
@@ -112,14 +126,22 @@ def test_a_killed_run_leaves_no_summary(write_config, tmp_path):
 
 
 def test_an_interrupted_run_says_so(write_config, tmp_path):
-    path = _hooks_config(write_config, tmp_path, (
-        "def before_local_training(partition_id, server_round, x, y):\n"
-        "    if server_round == 2:\n"
-        "        raise KeyboardInterrupt\n"
-    ))
+    path = _hooks_config(
+        write_config,
+        tmp_path,
+        (
+            "def before_local_training(partition_id, server_round, x, y):\n"
+            "    if server_round == 2:\n"
+            "        raise KeyboardInterrupt\n"
+        ),
+    )
     result = fltest("run", str(path), cwd=tmp_path)
     assert result.returncode == 130
-    assert result.stderr.strip().splitlines()[-1].startswith("fltest: interrupted (SIGINT): stopped run reference (reference) after round 1 of")
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("fltest: interrupted (SIGINT): stopped run reference (reference) after round 1 of")
+    )
     summary = json.loads((tmp_path / "results" / "digits-demo" / "reference" / "summary.json").read_text())
     assert summary["status"] == "interrupted"
 
@@ -131,7 +153,10 @@ def test_nvflare_not_installed_is_exit_2_before_any_output(write_config, tmp_pat
     without_nvflare = "import sys; sys.modules['nvflare'] = None; from fltest.cli import main; sys.exit(main())"
     result = subprocess.run(
         [sys.executable, "-c", without_nvflare, "run", str(write_config(data))],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
@@ -175,7 +200,10 @@ def test_partitions_exports_each_clients_shard_for_its_supernode(write_config, t
         expected_x, expected_y = shards.client_arrays(partition_id)
         assert np.array_equal(features, expected_x) and np.array_equal(labels, expected_y)
     # What a SuperNode refuses (the README's promise): a partition of another experiment, another node's partition.
-    with pytest.raises(ValueError, match=r"partition of shard set \w+ \(3 clients\), the run needs other-key \(3 clients\): export it again"):
+    with pytest.raises(
+        ValueError,
+        match=r"partition of shard set \w+ \(3 clients\), the run needs other-key \(3 clients\): export it again",
+    ):
         NodeShard(out / "partition-0", "other-key", 3)
     with pytest.raises(ValueError, match=r"holds partition 0, node config says 1$"):
         NodeShard(out / "partition-0", shards.key, 3)(1)

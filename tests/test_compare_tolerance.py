@@ -12,9 +12,9 @@ import pytest
 from fltest.backends import backend_for
 from fltest.backends.base import RunJob
 from fltest.backends.reference import ReferenceBackend
+from fltest.config.loader import load_config
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
-from fltest.config.loader import load_config
 from fltest.results.compare import TOLERANCE, agreement
 from fltest.results.report import draw_report
 from fltest.results.table import format_table
@@ -46,19 +46,26 @@ class DriftingBackend(ReferenceBackend):
     """The reference, reporting models that drift from it by ``DRIFT`` a round."""
 
     def run(self, job: RunJob) -> None:
-        super().run(RunJob(job.config, job.run, job.shards, job.initial_params, job.hooks, job.run_dir, _Drifting(job.progress)))
+        super().run(
+            RunJob(job.config, job.run, job.shards, job.initial_params, job.hooks, job.run_dir, _Drifting(job.progress))
+        )
 
 
 def _experiment(tmp_path, tolerance: float | None):
     data = base_config()
     data.update(hooks=None)
     data["training"]["rounds"] = 3
-    data["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "again", "framework": "reference"},
-                    {"name": "gpu", "framework": "reference"}]  # fmt: skip
+    data["runs"] = [
+        {"name": "reference", "framework": "reference"},
+        {"name": "again", "framework": "reference"},
+        {"name": "gpu", "framework": "reference"},
+    ]
     if tolerance is not None:
         data["compare"] = {"tolerance": tolerance}
     config = ExperimentConfig.model_validate(data)
-    comparison = run_experiment(config, tmp_path, lambda run: DriftingBackend() if run.name == "gpu" else backend_for(run))
+    comparison = run_experiment(
+        config, tmp_path, lambda run: DriftingBackend() if run.name == "gpu" else backend_for(run)
+    )
     return comparison, tmp_path / config.name
 
 

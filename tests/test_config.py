@@ -39,14 +39,32 @@ BAD = [
     ("hub without name", "dataset.source", "hub", "dataset.name"),
     ("fraction above 1", "training.fraction_fit", 1.5, "training.fraction_fit"),
     ("missing disk folder", "dataset", {"source": "disk", "path": "nowhere"}, "dataset.path: folder not found"),
-    ("hooks not importable", "hooks", "no_such_hooks_module", "hooks: no module 'no_such_hooks_module' beside the config or on sys.path"),
+    (
+        "hooks not importable",
+        "hooks",
+        "no_such_hooks_module",
+        "hooks: no module 'no_such_hooks_module' beside the config or on sys.path",
+    ),
     ("mlp without layers", "model", {"type": "mlp"}, "model.hidden"),
-    ("digits feature column missing", "dataset.features", ["img"], "dataset.features: column 'img' not in the dataset (columns: image, label)"),
+    (
+        "digits feature column missing",
+        "dataset.features",
+        ["img"],
+        "dataset.features: column 'img' not in the dataset (columns: image, label)",
+    ),
     ("digits label column missing", "dataset.label", "target", "dataset.label: column 'target' not in the dataset"),
-    ("dirichlet that cannot be drawn", "partition", {"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 100},
-     "partition.alpha: Dirichlet(0.01) left a client with fewer than 100 samples"),
-    ("label shards that cannot be drawn", "partition", {"method": "shards", "shards_per_client": 200},
-     "partition.shards_per_client: 2000 shards need at least as many training samples, there are 1438"),
+    (
+        "dirichlet that cannot be drawn",
+        "partition",
+        {"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 100},
+        "partition.alpha: Dirichlet(0.01) left a client with fewer than 100 samples",
+    ),
+    (
+        "label shards that cannot be drawn",
+        "partition",
+        {"method": "shards", "shards_per_client": 200},
+        "partition.shards_per_client: 2000 shards need at least as many training samples, there are 1438",
+    ),
     ("bad run name", "runs", [{"name": "a/b", "framework": "reference"}], "runs.0.name"),
 ]
 
@@ -120,4 +138,6 @@ def test_cli_bad_config_exit_2_one_line_no_output(write_config, tmp_path):
 def test_cli_validate_ok(tmp_path):
     result = _cli("validate", "examples/digits.yaml", cwd=REPO)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "examples/digits.yaml: valid (3 runs, 10 clients, 5 rounds)\n"  # the whole line: "valid" is in "invalid" too
+    assert (
+        result.stdout == "examples/digits.yaml: valid (3 runs, 10 clients, 5 rounds)\n"
+    )  # the whole line: "valid" is in "invalid" too

@@ -26,13 +26,12 @@ from deploy.images import (
     variant_tag,
 )
 from deploy.kit import KIT, KIT_FILE, env_file_values
-from deploy.ray_emulation.project import RayEmulation
 from deploy.node.healthcheck import closed_ports, head_unreachable
 from deploy.node.ray_start import NODE_START_LABEL, PORTS, WORKER_PORTS, start_args
 from deploy.pki.ray_token import ensure_ray_token, token_problem
+from deploy.ray_emulation.project import RayEmulation
 from fltest.errors import FLTestError, InputError
 from tests.network import free_port, host_addresses
-
 
 REFUSED = 78  # the README's exit code of a node that refuses to start (EX_CONFIG), outside the compose file
 
@@ -58,11 +57,18 @@ def test_head_and_worker_listen_on_the_pinned_ports():
     assert _flag(labelled, "labels") == f"{NODE_START_LABEL}=0123abcd"
 
 
-@pytest.mark.parametrize("env", [{}, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent"}], ids=["no-mode", "no-file"])
+@pytest.mark.parametrize(
+    "env", [{}, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent"}], ids=["no-mode", "no-file"]
+)
 def test_a_node_refuses_to_start_without_token_authentication(env):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    result = subprocess.run([sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1"],
-                            env={**clean, **env}, capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1"],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == REFUSED
     assert "RAY_AUTH" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
@@ -84,8 +90,13 @@ def test_fltest_deploy_token_creates_the_token_then_keeps_it(tmp_path):
     path = tmp_path / "secrets" / "ray_token"
 
     def token_command() -> str:
-        result = subprocess.run([sys.executable, "-m", "deploy", "token"], env={**os.environ, "RAY_TOKEN_FILE": str(path)},
-                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "deploy", "token"],
+            env={**os.environ, "RAY_TOKEN_FILE": str(path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert (result.returncode, result.stderr) == (0, ""), result.stderr
         return result.stdout
 
@@ -110,15 +121,22 @@ def _bad_token(kind: str, path):
 BAD_TOKENS = {
     "directory": "is a directory, not the token file",
     "empty": "is empty",
-    "unreadable": "is not readable by uid 10001 (mode 0400, owner 12345)" if os.geteuid() == 0 else "is not readable by uid 10001 (mode 0000",
+    "unreadable": "is not readable by uid 10001 (mode 0400, owner 12345)"
+    if os.geteuid() == 0
+    else "is not readable by uid 10001 (mode 0000",
 }
 
 
 def test_an_empty_directory_docker_made_is_replaced_by_a_token_saying_so(tmp_path):
     path = tmp_path / "secrets" / "ray_token"
     path.mkdir(parents=True)  # what a bind mount of a missing token leaves behind
-    result = subprocess.run([sys.executable, "-m", "deploy", "token"], env={**os.environ, "RAY_TOKEN_FILE": str(path)},
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy", "token"],
+        env={**os.environ, "RAY_TOKEN_FILE": str(path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines() == [
         f"{path}: was an empty directory (Docker makes one for a missing token): replaced by a new token"
@@ -131,8 +149,13 @@ def test_an_unusable_token_is_one_line_and_exit_2_from_the_tools(tmp_path, kind)
     path = tmp_path / "ray_token"
     _bad_token(kind, path)
     assert token_problem(path, 10001).startswith(BAD_TOKENS[kind])
-    result = subprocess.run([sys.executable, "-m", "deploy", "token"], env={**os.environ, "RAY_TOKEN_FILE": str(path)},
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy", "token"],
+        env={**os.environ, "RAY_TOKEN_FILE": str(path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     problem = token_problem(path, 10001)
@@ -147,8 +170,13 @@ def test_a_node_refuses_an_unusable_token_file_with_one_line(tmp_path, kind):
     _bad_token(kind, path)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
     for extra, code in (([], REFUSED), (["--refused-exit-code", "0"], 0)):
-        result = subprocess.run([sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1", *extra],
-                                env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "deploy.node.ray_start", "head", "--num-cpus", "1", *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == code
         assert result.stderr.strip().splitlines() == [
             f"deploy.node.ray_start: RAY_AUTH_TOKEN_PATH={path}: {BAD_TOKENS[kind]} (run: fltest-deploy token on the host)"
@@ -199,7 +227,10 @@ def test_the_health_check_names_the_closed_ports():
             closed_port = probe.getsockname()[1]  # bound, not listening: refuses connections
             assert closed_ports("127.0.0.1", [open_port, closed_port]) == [closed_port]
             assert head_unreachable(f"127.0.0.1:{open_port}") is None
-            assert head_unreachable(f"127.0.0.1:{closed_port}") == f"head 127.0.0.1:{closed_port} unreachable (Connection refused)"
+            assert (
+                head_unreachable(f"127.0.0.1:{closed_port}")
+                == f"head 127.0.0.1:{closed_port} unreachable (Connection refused)"
+            )
 
 
 def test_the_settings_shape_the_cluster(tmp_path):
@@ -207,8 +238,15 @@ def test_the_settings_shape_the_cluster(tmp_path):
         compose_cli()
     except Exception as exc:
         pytest.skip(f"no compose tool: {exc}")
-    project = RayEmulation(name="fltest-settings", overrides={"RAY_WORKERS": "3", "RAY_HEAD_CPUS": "2", "RAY_WORKER_CPUS": "4",
-                                                                  "RAY_TOKEN_FILE": str(tmp_path / "token")})  # fmt: skip
+    project = RayEmulation(
+        name="fltest-settings",
+        overrides={
+            "RAY_WORKERS": "3",
+            "RAY_HEAD_CPUS": "2",
+            "RAY_WORKER_CPUS": "4",
+            "RAY_TOKEN_FILE": str(tmp_path / "token"),
+        },
+    )
     shape = project.shape()
     assert (shape.nodes, shape.head_cpus, shape.worker_cpus, shape.cpus) == (4, 2.0, 4.0, 14.0)
 
@@ -227,8 +265,12 @@ def test_every_service_is_hardened_and_the_dashboard_is_published_on_loopback_on
     except Exception as exc:
         pytest.skip(f"no compose tool: {exc}")
     overrides = {"RAY_TOKEN_FILE": str(tmp_path / "token"), "RAY_DASHBOARD_PORT": "18265"}
-    plain = yaml.safe_load(RayEmulation(name="fltest-settings", overrides=overrides).compose("config").stdout)["services"]
-    opted = yaml.safe_load(RayEmulation(name="fltest-settings", overrides=overrides, dashboard=True).compose("config").stdout)["services"]
+    plain = yaml.safe_load(RayEmulation(name="fltest-settings", overrides=overrides).compose("config").stdout)[
+        "services"
+    ]
+    opted = yaml.safe_load(
+        RayEmulation(name="fltest-settings", overrides=overrides, dashboard=True).compose("config").stdout
+    )["services"]
     assert sorted(plain) == ["ray-head", "ray-worker"] and sorted(opted) == ["ray-dashboard", "ray-head", "ray-worker"]
     for name, service in [*plain.items(), *opted.items()]:
         assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges:true"], name
@@ -250,7 +292,9 @@ def test_both_emulations_get_the_kit_s_values_from_deploy_kit_env(tmp_path, monk
         pytest.skip(f"no compose tool: {exc}")
     for key in env_file_values(KIT_FILE):
         monkeypatch.delenv(key, raising=False)
-    ray = yaml.safe_load(RayEmulation(name="fltest-kit", overrides={"RAY_TOKEN_FILE": str(tmp_path / "token")}).compose("config").stdout)
+    ray = yaml.safe_load(
+        RayEmulation(name="fltest-kit", overrides={"RAY_TOKEN_FILE": str(tmp_path / "token")}).compose("config").stdout
+    )
     flower = FlowerFederation(name="fltest-kit-flower", generated_dir=tmp_path)
     superlink_side = yaml.safe_load(flower.compose("config").stdout)["services"]
     for name, service in [*ray["services"].items(), *superlink_side.items()]:
@@ -268,8 +312,12 @@ def test_both_emulations_get_the_kit_s_values_from_deploy_kit_env(tmp_path, monk
 def test_a_bad_config_is_refused_on_the_host_before_any_container(tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("name: x\nclients: 0\n")
-    result = subprocess.run([sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(tmp_path / "out")],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"fltest-deploy: error: {config}: ")
@@ -289,26 +337,35 @@ def test_a_ray_actor_error_names_the_node_s_machine_and_cause_in_one_line():
     from fltest.backends.flwr.ray_errors import describe_wrapped_error
 
     nodes = {"172.26.0.3": ("fltest_ray-worker_1", False)}
-    assert describe_wrapped_error(ACTOR_DIED, nodes.get) == "Ray node fltest_ray-worker_1 (172.26.0.3) died (ActorDiedError)"
+    assert (
+        describe_wrapped_error(ACTOR_DIED, nodes.get)
+        == "Ray node fltest_ray-worker_1 (172.26.0.3) died (ActorDiedError)"
+    )
     assert describe_wrapped_error(ACTOR_DIED, lambda ip: None) == "Ray node 172.26.0.3 died (ActorDiedError)"
     alive = {"172.26.0.3": ("fltest_ray-worker_1", True)}
-    unavailable = ("<class 'ray.exceptions.ActorUnavailableError'>:<'The actor None is unavailable: lost. The task may or may "
-                   "not have been executed on the actor.'>")  # fmt: skip
+    unavailable = (
+        "<class 'ray.exceptions.ActorUnavailableError'>:<'The actor None is unavailable: lost. The task may or may "
+        "not have been executed on the actor.'>"
+    )
     assert describe_wrapped_error(unavailable, alive.get) == (
         "its Ray node became unreachable: stopped, or cut off from the driver (ActorUnavailableError)"
     )
-    killed = ("<class 'ray.exceptions.ActorUnavailableError'>:<'The actor 5f1d0c0e6a1b2c3d4e5f60718293a4b5c6d7e8f9 is unavailable: "
-              "The actor is temporarily unavailable: RpcError: RPC Error message: Socket closed; RPC Error details:  rpc_code: 14."
-              " The task may or may not have been executed on the actor.\n\tip: 172.26.0.3'>")  # fmt: skip
+    killed = (
+        "<class 'ray.exceptions.ActorUnavailableError'>:<'The actor 5f1d0c0e6a1b2c3d4e5f60718293a4b5c6d7e8f9 is unavailable: "
+        "The actor is temporarily unavailable: RpcError: RPC Error message: Socket closed; RPC Error details:  rpc_code: 14."
+        " The task may or may not have been executed on the actor.\n\tip: 172.26.0.3'>"
+    )
     assert describe_wrapped_error(killed, alive.get) == (
         "Ray node fltest_ray-worker_1 (172.26.0.3) became unreachable: stopped, or cut off from the driver (ActorUnavailableError)"
     )
     raised = "<class 'flwr.clientapp.client_app.ClientAppException'>:<'\nTraceback ...\nValueError: bad shard'>"
     assert describe_wrapped_error(raised) == "ValueError: bad shard"  # no stray '>
-    in_task = ("<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'ray::ClientAppActor.run() (pid=1, ip=192.0.2.2)\n"
-               "  File \"hooks.py\", line 3, in before_local_training\nValueError: client one broke\n\n"
-               "The above exception was the direct cause of the following exception:\n\n"
-               "flwr.clientapp.client_app.ClientAppException: \nException ClientAppException occurred. Message: client one broke'>")  # fmt: skip
+    in_task = (
+        "<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'ray::ClientAppActor.run() (pid=1, ip=192.0.2.2)\n"
+        '  File "hooks.py", line 3, in before_local_training\nValueError: client one broke\n\n'
+        "The above exception was the direct cause of the following exception:\n\n"
+        "flwr.clientapp.client_app.ClientAppException: \nException ClientAppException occurred. Message: client one broke'>"
+    )
     assert describe_wrapped_error(in_task, alive.get) == "client one broke"  # as a simulation's client raises it
     assert describe_wrapped_error("plain reason") is None
 
@@ -356,20 +413,37 @@ def test_the_image_build_sends_only_its_listed_files_so_no_key_or_token_reaches_
     files and folders and the wheelhouse, nothing else; compose/secrets/ (keys, the Ray token) never."""
     from docker.utils.build import exclude_paths
 
-    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     sent = exclude_paths(str(REPO), patterns, DOCKERFILE)
     allowed = set(CONTEXT_FILES)
-    assert sent and all(path in allowed or path.split("/")[0] in (*CONTEXT_FOLDERS, "wheelhouse") for path in sent), sorted(
-        path for path in sent if path not in allowed and path.split("/")[0] not in (*CONTEXT_FOLDERS, "wheelhouse"))
+    assert sent and all(path in allowed or path.split("/")[0] in (*CONTEXT_FOLDERS, "wheelhouse") for path in sent), (
+        sorted(
+            path for path in sent if path not in allowed and path.split("/")[0] not in (*CONTEXT_FOLDERS, "wheelhouse")
+        )
+    )
 
 
 def test_an_unknown_image_extra_is_one_line_and_exit_2_before_the_engine_is_asked():
-    result = subprocess.run([sys.executable, "-m", "deploy", "build", "--extras", "torch,tensorflow"], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy", "build", "--extras", "torch,tensorflow"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.startswith("fltest-deploy: error: --extras: unknown extra tensorflow (pyproject.toml's extras: "), result.stderr
-    assert variant_tag("fltest:0.1.0", ("torch",)) == "fltest:0.1.0-torch" and variant_tag("fltest:0.1.0", ()) == "fltest:0.1.0"
+    assert result.stderr.startswith(
+        "fltest-deploy: error: --extras: unknown extra tensorflow (pyproject.toml's extras: "
+    ), result.stderr
+    assert (
+        variant_tag("fltest:0.1.0", ("torch",)) == "fltest:0.1.0-torch"
+        and variant_tag("fltest:0.1.0", ()) == "fltest:0.1.0"
+    )
 
 
 def test_the_extras_wheelhouse_is_served_on_loopback_only_while_the_build_runs(tmp_path):
@@ -401,12 +475,22 @@ def test_a_build_whose_caller_holds_the_lock_does_not_wait_for_it_and_others_do(
     (in CI the PyTorch variant's, minutes), which this test would first wait for.
     """
     monkeypatch.setattr(images, "LOCK", tmp_path / images.LOCK.name)
-    take_lock = "from deploy.images import one_build_at_a_time\nwith one_build_at_a_time():\n    print('locked', flush=True)\n"
+    take_lock = (
+        "from deploy.images import one_build_at_a_time\nwith one_build_at_a_time():\n    print('locked', flush=True)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != LOCK_HELD} | {"TMPDIR": str(tmp_path)}
     with one_build_at_a_time(report=lambda line: None):
-        told = subprocess.run([sys.executable, "-c", take_lock], env={**env, LOCK_HELD: "1"}, cwd=REPO,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        told = subprocess.run(
+            [sys.executable, "-c", take_lock],
+            env={**env, LOCK_HELD: "1"},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert told.stdout == "locked\n", told.stderr
         with pytest.raises(subprocess.TimeoutExpired) as waited:
-            subprocess.run([sys.executable, "-c", take_lock], env=env, cwd=REPO, capture_output=True, text=True, timeout=5)
+            subprocess.run(
+                [sys.executable, "-c", take_lock], env=env, cwd=REPO, capture_output=True, text=True, timeout=5
+            )
         assert b"waiting for another image build to finish" in (waited.value.stderr or b"")

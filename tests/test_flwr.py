@@ -26,8 +26,10 @@ pytestmark = pytest.mark.ray
 FREEZE_TIMEOUT_S = 3  # the frozen client's round_timeout_s: the server waits 3 s and its 10 s grace
 FROZEN_S = 20  # how long that client stays frozen: well after the server gave up on it
 
-def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None, total_cpus=2,
-            round_timeout_s=60) -> ExperimentConfig:
+
+def _config(
+    clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", partition=None, total_cpus=2, round_timeout_s=60
+) -> ExperimentConfig:
     return ExperimentConfig.model_validate(
         {
             "name": name,
@@ -35,8 +37,13 @@ def _config(clients=4, rounds=3, hooks=None, fraction=1.0, name="flwr-test", par
             "dataset": {"source": "digits", "scale": 16.0},
             "partition": partition or {"method": "dirichlet", "alpha": 1.0, "min_samples_per_client": 10},
             "clients": clients,
-            "training": {"rounds": rounds, "local_epochs": 1, "learning_rate": 0.5, "fraction_fit": fraction,
-                         "round_timeout_s": round_timeout_s},
+            "training": {
+                "rounds": rounds,
+                "local_epochs": 1,
+                "learning_rate": 0.5,
+                "fraction_fit": fraction,
+                "round_timeout_s": round_timeout_s,
+            },
             "total_cpus": total_cpus,
             "hooks": hooks,
             "output": {"save_round_models": True},
@@ -56,10 +63,16 @@ def test_private_run_matches_the_reference(tmp_path, monkeypatch):
     assert_conforms(tmp_path / "flwr-test", "flower", 3)
     summary = _summary(tmp_path / "flwr-test", "flower")
     assert summary["ray_address"] == "local"
-    assert summary["final"]["accuracy"] > 0.5  # learned (chance: 0.1); 2 of 4 Dirichlet clients a round, 3 rounds: 0.63 with seed 7, 0.81-0.83 with seeds 0-3
+    assert (
+        summary["final"]["accuracy"] > 0.5
+    )  # learned (chance: 0.1); 2 of 4 Dirichlet clients a round, 3 rounds: 0.63 with seed 7, 0.81-0.83 with seeds 0-3
     assert not ray.is_initialized()  # Flower shut its private Ray down
     saved = yaml.safe_load((tmp_path / "flwr-test" / "config.yaml").read_text())
-    assert saved["runs"][1] == {"name": "flower", "framework": "flwr", "options": {"mode": "simulation"}}  # its default, listed
+    assert saved["runs"][1] == {
+        "name": "flower",
+        "framework": "flwr",
+        "options": {"mode": "simulation"},
+    }  # its default, listed
 
 
 def test_a_client_that_raises_fails_the_run_quickly(tmp_path, monkeypatch, write_config):
@@ -160,7 +173,9 @@ def test_pickled_client_app_stays_small_as_clients_grow(fresh_cache):
         for clients in (10, 120):
             config = _config(clients=clients, partition={"method": "iid"})
             shards, _ = prepare_shards(config, "memory")
-            sizes[clients] = len(cloudpickle.dumps(make_client_app(config, ObjectStoreShards(put_shards(shards), shards.scale))))
+            sizes[clients] = len(
+                cloudpickle.dumps(make_client_app(config, ObjectStoreShards(put_shards(shards), shards.scale)))
+            )
             arrays = [shards.client_arrays(i) for i in range(clients)]
             naive[clients] = len(cloudpickle.dumps(make_client_app(config, arrays.__getitem__)))
     finally:
@@ -187,17 +202,27 @@ def cluster_with_a_killed_node(monkeypatch):
         yield node
 
 
-def test_a_node_listed_alive_that_runs_no_task_fails_the_run_with_its_name_before_it_starts(tmp_path, monkeypatch, cluster_with_a_killed_node):
+def test_a_node_listed_alive_that_runs_no_task_fails_the_run_with_its_name_before_it_starts(
+    tmp_path, monkeypatch, cluster_with_a_killed_node
+):
     monkeypatch.setattr("fltest.backends.flwr.cluster.NODE_ANSWER_TIMEOUT_S", 10.0)
     outcome = {}
-    runner = threading.Thread(target=lambda: outcome.update(run_experiment(_config(round_timeout_s=20), tmp_path)), daemon=True)
+    runner = threading.Thread(
+        target=lambda: outcome.update(run_experiment(_config(round_timeout_s=20), tmp_path)), daemon=True
+    )
     runner.start()
-    runner.join(timeout=150)  # before the fix: Flower waited for the actor placed on the dead node until Ray declared it dead
+    runner.join(
+        timeout=150
+    )  # before the fix: Flower waited for the actor placed on the dead node until Ray declared it dead
     assert not runner.is_alive(), "the run still waits for the killed node"
     assert [r["status"] for r in outcome["runs"]] == ["completed", "failed"]
     error = _summary(tmp_path / "flwr-test", "flower")["error"]
     ip = cluster_with_a_killed_node.node_ip_address
-    assert error.startswith("Ray node ") and f"({ip}) is listed alive but ran no task within 10 s" in error and "\n" not in error, error
+    assert (
+        error.startswith("Ray node ")
+        and f"({ip}) is listed alive but ran no task within 10 s" in error
+        and "\n" not in error
+    ), error
 
 
 def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, monkeypatch, two_node_cluster, caplog):
@@ -221,7 +246,9 @@ def test_cluster_run_spreads_clients_puts_each_shard_once_and_matches(tmp_path, 
 
     assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"], comparison
     said = [r.getMessage() for r in caplog.records if "total_cpus" in r.getMessage()]
-    assert said == [f"FLTEST_RAY_ADDRESS={two_node_cluster.address}: joining that Ray cluster; total_cpus/total_gpus are ignored"], said
+    assert said == [
+        f"FLTEST_RAY_ADDRESS={two_node_cluster.address}: joining that Ray cluster; total_cpus/total_gpus are ignored"
+    ], said
     assert_conforms(tmp_path / "flwr-test", "flower", 3)
     flower = _summary(tmp_path / "flwr-test", "flower")
     assert flower["ray_address"] == two_node_cluster.address

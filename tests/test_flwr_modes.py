@@ -89,11 +89,20 @@ def test_a_deployment_run_with_its_superlink_and_ca_is_valid(validate, ca_file, 
     "options, message",
     [
         ({"mode": "swarm"}, "runs.flower.options.mode: 'swarm': expected 'simulation' or 'deployment'"),
-        ({"mode": "deployment", "root_certificates": "CA"}, "runs.flower.options.superlink: required with mode deployment"),
-        ({"mode": "deployment", "superlink": "no port", "root_certificates": "CA"}, "runs.flower.options.superlink: 'no port'"),
+        (
+            {"mode": "deployment", "root_certificates": "CA"},
+            "runs.flower.options.superlink: required with mode deployment",
+        ),
+        (
+            {"mode": "deployment", "superlink": "no port", "root_certificates": "CA"},
+            "runs.flower.options.superlink: 'no port'",
+        ),
         ({"mode": "deployment", "superlink": "h:1"}, "runs.flower.options.root_certificates: required"),
         ({"mode": "deployment", "superlink": "h:1", "root_certificates": "missing.crt"}, "missing.crt: no such file"),
-        ({"mode": "simulation", "superlink": "h:1"}, "runs.flower.options.superlink: unknown option for flwr (known: mode)"),
+        (
+            {"mode": "simulation", "superlink": "h:1"},
+            "runs.flower.options.superlink: unknown option for flwr (known: mode)",
+        ),
     ],
 )
 def test_bad_flwr_options_are_one_line_and_exit_2(validate, ca_file, options, message):
@@ -106,7 +115,12 @@ def test_bad_flwr_options_are_one_line_and_exit_2(validate, ca_file, options, me
 
 def _server_context(config: ExperimentConfig, digest: str) -> Context:
     """The Context FLTest's ServerApp gets on a SuperLink, for ``config`` on the digits (8x8, 10 classes)."""
-    run_config = {EXPERIMENT_KEY: config.model_dump_json(), FEATURES_KEY: "8,8", CLASSES_KEY: 10, INITIAL_DIGEST_KEY: digest}
+    run_config = {
+        EXPERIMENT_KEY: config.model_dump_json(),
+        FEATURES_KEY: "8,8",
+        CLASSES_KEY: 10,
+        INITIAL_DIGEST_KEY: digest,
+    }
     return Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
 
 

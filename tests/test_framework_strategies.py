@@ -45,7 +45,9 @@ from tests.user_folder import FLTEST
 ROUNDS = 3
 
 
-def _config(name: str, strategy, runs: list[dict], save_round_models: bool = True, model: dict | None = None) -> ExperimentConfig:
+def _config(
+    name: str, strategy, runs: list[dict], save_round_models: bool = True, model: dict | None = None
+) -> ExperimentConfig:
     return ExperimentConfig.model_validate(
         {
             "name": name,
@@ -54,7 +56,13 @@ def _config(name: str, strategy, runs: list[dict], save_round_models: bool = Tru
             "dataset": {"source": "digits", "scale": 16.0},
             "partition": {"method": "dirichlet", "alpha": 1.0, "min_samples_per_client": 10},
             "clients": 4,
-            "training": {"rounds": ROUNDS, "local_epochs": 1, "learning_rate": 0.5, "fraction_fit": 0.75, "strategy": strategy},
+            "training": {
+                "rounds": ROUNDS,
+                "local_epochs": 1,
+                "learning_rate": 0.5,
+                "fraction_fit": 0.75,
+                "strategy": strategy,
+            },
             "total_cpus": 2,
             "output": {"save_round_models": save_round_models},
             "runs": [{"name": "reference", "framework": "reference"}, *runs],
@@ -95,7 +103,10 @@ def _flower_rule(name: str, strategy, x: list[np.ndarray], updates, state: dict,
         m = delta
         v = [vi + d * d for vi, d in zip(v, delta)]
     else:
-        m = [strategy.beta_1 * mi + (1 - strategy.beta_1) * d for mi, d in zip(state.setdefault("m", [np.zeros_like(p) for p in x]), delta)]
+        m = [
+            strategy.beta_1 * mi + (1 - strategy.beta_1) * d
+            for mi, d in zip(state.setdefault("m", [np.zeros_like(p) for p in x]), delta)
+        ]
         if name == "fedadam":
             v = [strategy.beta_2 * vi + (1 - strategy.beta_2) * d * d for vi, d in zip(v, delta)]
         else:
@@ -135,14 +146,27 @@ def _client_updates(config: ExperimentConfig, shards: ShardSet, clients: list[in
 
 @pytest.mark.nvflare
 def test_nvflare_s_fedprox_gives_the_reference_s_model_and_its_fedopt_needs_a_torch_model(tmp_path):
-    comparison = run_experiment(_config("nvflare-fedprox", {"name": "fedprox", "mu": 0.5}, NVFLARE, save_round_models=False), tmp_path)
+    comparison = run_experiment(
+        _config("nvflare-fedprox", {"name": "fedprox", "mu": 0.5}, NVFLARE, save_round_models=False), tmp_path
+    )
     row = _row(comparison, "nvflare")
     assert row["status"] == "completed" and row["param_diff_per_round"] == [0.0] * ROUNDS, row
     assert not (tmp_path / "nvflare-fedprox" / "nvflare" / "models").exists()  # kept for the comparison only
-    for name, said in (("fedavgm", "NVFlare 2.9 has fedavgm only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which steps torch.optim.SGD"),
-                       ("fedadagrad", "has fedadagrad only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which steps torch.optim.Adagrad"),
-                       ("fedadam", "has fedadam only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which steps torch.optim.Adam"),
-                       ("fedyogi", "NVFlare 2.9 has no FedYogi")):  # fmt: skip
+    for name, said in (
+        (
+            "fedavgm",
+            "NVFlare 2.9 has fedavgm only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which steps torch.optim.SGD",
+        ),
+        (
+            "fedadagrad",
+            "has fedadagrad only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which steps torch.optim.Adagrad",
+        ),
+        (
+            "fedadam",
+            "has fedadam only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which steps torch.optim.Adam",
+        ),
+        ("fedyogi", "NVFlare 2.9 has no FedYogi"),
+    ):
         comparison = run_experiment(_config(f"nvflare-{name}", name, NVFLARE), tmp_path)  # the built-in numpy model
         row = _row(comparison, "nvflare")
         assert row["status"] == "unsupported" and said in row["reason"] and row["accuracy"] is None, row
@@ -152,7 +176,9 @@ def test_nvflare_s_fedprox_gives_the_reference_s_model_and_its_fedopt_needs_a_to
         assert _row(comparison, "reference")["status"] == "completed"
 
 
-def _nvflare_fedopt_rule(name: str, strategy, x: list[np.ndarray], updates, state: dict, optimized: list[bool]) -> list[np.ndarray]:
+def _nvflare_fedopt_rule(
+    name: str, strategy, x: list[np.ndarray], updates, state: dict, optimized: list[bool]
+) -> list[np.ndarray]:
     """One server step as NVFlare 2.9's FedOpt codes it (``nvflare/app_opt/pt/fedopt_ctl.py``) with the optimizer FLTest
     gives it (torch 2.15's ``torch/optim/sgd.py``, ``adagrad.py``, ``adam.py``, their single-tensor CPU paths).
 
@@ -196,7 +222,9 @@ def _optimized(config: ExperimentConfig, shards: ShardSet, x: list[np.ndarray]) 
     from fltest.model import load_model
     from fltest.model.torch_classifier import torch_classifier_of
 
-    network = torch_classifier_of(load_model(config.model)).network_holding(x, shards.feature_shape, torch.device("cpu"))
+    network = torch_classifier_of(load_model(config.model)).network_holding(
+        x, shards.feature_shape, torch.device("cpu")
+    )
     parameters = dict(network.named_parameters())
     return [name in parameters for name in network.state_dict()]
 
@@ -221,13 +249,17 @@ def test_nvflare_s_fedopt_runs_a_torch_model_as_its_code_says(tmp_path, monkeypa
     row = _row(comparison, "nvflare")
     assert row["status"] == "completed", row
     if name == "fedavgm":
-        assert row["first_divergent_round"] is None and max(row["param_diff_per_round"]) <= 1e-12, row  # measured: 5.6e-17
+        assert row["first_divergent_round"] is None and max(row["param_diff_per_round"]) <= 1e-12, (
+            row
+        )  # measured: 5.6e-17
     else:
         assert row["first_divergent_round"] == 1 and all(d > 1e-3 for d in row["param_diff_per_round"]), row
     run_dir, shards = tmp_path / config.name / "nvflare", prepare(config)
     rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     optimized = _optimized(config, shards, load_params(run_dir / "models" / "round-0000.npz"))
-    assert optimized.count(False) == (3 if module == "batchnorm_cnn" else 0)  # BatchNorm's running mean, variance, count
+    assert optimized.count(False) == (
+        3 if module == "batchnorm_cnn" else 0
+    )  # BatchNorm's running mean, variance, count
     state: dict = {}
     for server_round in range(1, ROUNDS + 1):
         x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
@@ -242,11 +274,15 @@ def test_flower_has_no_scaffold_and_its_run_says_so(tmp_path, monkeypatch):
     monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
     comparison = run_experiment(_config("flower-scaffold", "scaffold", FLOWER), tmp_path)
     row = _row(comparison, "flower")
-    assert row["status"] == "unsupported" and row["reason"].startswith("Flower 1.42 has no SCAFFOLD: neither flwr.serverapp.strategy"), row
+    assert row["status"] == "unsupported" and row["reason"].startswith(
+        "Flower 1.42 has no SCAFFOLD: neither flwr.serverapp.strategy"
+    ), row
     assert _row(comparison, "reference")["status"] == "completed"
 
 
-def _nvflare_scaffold_rule(x: list[np.ndarray], updates, control: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _nvflare_scaffold_rule(
+    x: list[np.ndarray], updates, control: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """One round of NVFlare 2.9's Scaffold workflow (``nvflare/app_common/workflows/scaffold.py``, its
     ``scaffold_aggregate_fn`` and ``WeightedAggregationHelper``): the new model is the clients' models and ``c``
     moves by their control changes, both averaged weighted by ``NUM_STEPS_CURRENT_ROUND`` (their example counts)
@@ -274,7 +310,9 @@ def test_nvflare_s_scaffold_runs_as_its_code_says(tmp_path, monkeypatch, module)
         pytest.importorskip("torch", reason="the torch tier needs the torch extra")
         beside(tmp_path, monkeypatch, "batchnorm_cnn", BATCHNORM_CNN)
     model = {"module": module} if module != "logreg" else None
-    config = _config(f"nvflare-scaffold-{module}", {"name": "scaffold", "server_learning_rate": 0.5}, NVFLARE, model=model)
+    config = _config(
+        f"nvflare-scaffold-{module}", {"name": "scaffold", "server_learning_rate": 0.5}, NVFLARE, model=model
+    )
     comparison = run_experiment(config, tmp_path)
     row = _row(comparison, "nvflare")
     assert row["status"] == "completed" and row["first_divergent_round"] == 1, row
@@ -284,8 +322,10 @@ def test_nvflare_s_scaffold_runs_as_its_code_says(tmp_path, monkeypatch, module)
     control = [np.zeros_like(p) for p in load_params(run_dir / "models" / "round-0000.npz")]
     for server_round in range(1, ROUNDS + 1):
         x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
-        updates = [clients[pid].train(config, hooks, pid, server_round, x, control, *shards.client_arrays(pid))
-                   for pid in rounds[server_round]["clients"]]  # fmt: skip
+        updates = [
+            clients[pid].train(config, hooks, pid, server_round, x, control, *shards.client_arrays(pid))
+            for pid in rounds[server_round]["clients"]
+        ]
         expected, control = _nvflare_scaffold_rule(x, updates, control)
         nvflare = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, nvflare)) <= 1e-12, server_round
@@ -303,7 +343,9 @@ def test_the_shipped_fedadam_example_runs_from_a_user_folder(tmp_path):
     """``fltest run digits_fedadam.yaml`` as a user types it: Flower diverges from round 1, NVFlare says why it did not run."""
     for name in ("digits_fedadam.yaml", "digits_hooks.py"):
         (tmp_path / name).write_text((REPO / "examples" / name).read_text())
-    result = subprocess.run([FLTEST, "run", "digits_fedadam.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [FLTEST, "run", "digits_fedadam.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "nvflare: not run: NVFlare 2.9 has fedadam only in its PyTorch FedOpt controller" in result.stdout
     experiment = tmp_path / "results" / "digits-fedadam"

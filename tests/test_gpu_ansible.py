@@ -54,15 +54,35 @@ def computed(tmp_path_factory):
     """Each host's computed settings (or ``None`` where its play failed) and ansible-playbook's output."""
     playbook = shutil_which("ansible-playbook")
     tmp = tmp_path_factory.mktemp("gpu-roles")
-    inventory = {"all": {"hosts": {name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **values}
-                                   for name, values in HOSTS.items()}}}  # fmt: skip
+    inventory = {
+        "all": {
+            "hosts": {
+                name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **values}
+                for name, values in HOSTS.items()
+            }
+        }
+    }
     (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp / "probe.yml").write_text(PROBE)
-    env = {**{k: v for k, v in os.environ.items() if k != "FLTEST_GPU_DEVICES"}, "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
-           "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-local"), "ANSIBLE_NOCOLOR": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}  # fmt: skip
-    result = subprocess.run([playbook, "-i", str(tmp / "hosts.yml"), str(tmp / "probe.yml"), "-e", f"out={tmp}"],
-                            cwd=ANSIBLE, capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-    found = {name: json.loads((tmp / f"{name}.json").read_text()) if (tmp / f"{name}.json").is_file() else None for name in HOSTS}
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "FLTEST_GPU_DEVICES"},
+        "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-local"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+    }
+    result = subprocess.run(
+        [playbook, "-i", str(tmp / "hosts.yml"), str(tmp / "probe.yml"), "-e", f"out={tmp}"],
+        cwd=ANSIBLE,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    found = {
+        name: json.loads((tmp / f"{name}.json").read_text()) if (tmp / f"{name}.json").is_file() else None
+        for name in HOSTS
+    }
     return found, result.stdout
 
 
@@ -79,8 +99,13 @@ def test_a_cpu_node_s_containers_get_no_gpu_and_keep_their_command(computed):
 
 
 def test_a_node_s_gpus_reach_ray_and_its_container(computed):
-    assert computed[0]["two"] | {"note": ""} == {"count": 2, "note": "", "ray_args": ["--num-gpus=2"], "ray_flags": ["--gpus", "count=2"],
-                                                  "supernode": []}  # fmt: skip
+    assert computed[0]["two"] | {"note": ""} == {
+        "count": 2,
+        "note": "",
+        "ray_args": ["--num-gpus=2"],
+        "ray_flags": ["--gpus", "count=2"],
+        "supernode": [],
+    }
 
 
 def test_logical_gpus_reach_ray_but_no_device_is_requested(computed):
@@ -105,10 +130,19 @@ def test_a_supernode_given_a_gpu_tells_its_client_apps_and_gets_the_device(compu
     assert computed[0]["supernode-logical"]["supernode"] == [told]
 
 
-@pytest.mark.parametrize(("host", "line"), [
-    ("too-many", "too-many: fltest_supernode_gpus=2, but the node has 1 (fltest_gpus=1): set fltest_gpus for the node"),
-    ("bad-count", "bad-count: fltest_gpus=lots, fltest_gpu_devices=nvidia: expected a GPU count or auto, and nvidia or none"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("host", "line"),
+    [
+        (
+            "too-many",
+            "too-many: fltest_supernode_gpus=2, but the node has 1 (fltest_gpus=1): set fltest_gpus for the node",
+        ),
+        (
+            "bad-count",
+            "bad-count: fltest_gpus=lots, fltest_gpu_devices=nvidia: expected a GPU count or auto, and nvidia or none",
+        ),
+    ],
+)
 def test_a_setting_the_node_cannot_have_fails_that_host_in_one_line(computed, host, line):
     assert computed[0][host] is None
     assert line in computed[1], computed[1][-4000:]
@@ -132,17 +166,49 @@ def _container(name: str, gpus: str = "0") -> dict:
 
 def _status(tmp_path, head: dict, worker: dict, ray_nodes: list[dict]) -> subprocess.CompletedProcess:
     """status.yml's report (roles/fltest_status/tasks/report.yml) on the controller, for a head and a worker noted so."""
-    inventory = {"all": {"children": {
-        "ray_head": {"hosts": {"h": {"cluster_ip": "10.0.0.1", "fltest_status_node": head, "fltest_status_ray_nodes": ray_nodes,
-                                     "fltest_status_ray_error": ""}}},
-        "ray_workers": {"hosts": {"w": {"cluster_ip": "10.0.0.2", "fltest_status_node": worker}}}}}}  # fmt: skip
+    inventory = {
+        "all": {
+            "children": {
+                "ray_head": {
+                    "hosts": {
+                        "h": {
+                            "cluster_ip": "10.0.0.1",
+                            "fltest_status_node": head,
+                            "fltest_status_ray_nodes": ray_nodes,
+                            "fltest_status_ray_error": "",
+                        }
+                    }
+                },
+                "ray_workers": {"hosts": {"w": {"cluster_ip": "10.0.0.2", "fltest_status_node": worker}}},
+            }
+        }
+    }
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "report.yml").write_text(REPORT)
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-           "ANSIBLE_NOCOLOR": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}  # fmt: skip
-    return subprocess.run([shutil_which("ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "report.yml"),
-                           "-e", f"fltest_kit_file={REPO / 'deploy' / 'kit.env'}", "-e", f"ansible_python_interpreter={sys.executable}"],
-                          cwd=ANSIBLE, capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+    }
+    return subprocess.run(
+        [
+            shutil_which("ansible-playbook"),
+            "-i",
+            str(tmp_path / "hosts.yml"),
+            str(tmp_path / "report.yml"),
+            "-e",
+            f"fltest_kit_file={REPO / 'deploy' / 'kit.env'}",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+        ],
+        cwd=ANSIBLE,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def _node(ip: str, gpus: float) -> dict:
@@ -150,7 +216,12 @@ def _node(ip: str, gpus: float) -> dict:
 
 
 def test_status_names_no_gpu_on_a_cluster_without_any(tmp_path):
-    result = _status(tmp_path, _container("fltest-ray-head"), _container("fltest-ray-worker"), [_node("10.0.0.1", 0), _node("10.0.0.2", 0)])
+    result = _status(
+        tmp_path,
+        _container("fltest-ray-head"),
+        _container("fltest-ray-worker"),
+        [_node("10.0.0.1", 0), _node("10.0.0.2", 0)],
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     assert '"h: fltest-ray-head running; Ray node alive with 1 CPU"' in result.stdout
     assert "cluster whole: 2 Ray nodes alive (2 CPUs)" in result.stdout and "GPU" not in result.stdout
@@ -166,6 +237,11 @@ def test_status_lists_each_node_s_gpus_and_the_total(tmp_path):
 
 
 def test_status_fails_naming_a_node_whose_ray_lacks_the_gpus_its_container_was_started_with(tmp_path):
-    result = _status(tmp_path, _container("fltest-ray-head"), _container("fltest-ray-worker", "2"), [_node("10.0.0.1", 0), _node("10.0.0.2", 1)])
+    result = _status(
+        tmp_path,
+        _container("fltest-ray-head"),
+        _container("fltest-ray-worker", "2"),
+        [_node("10.0.0.1", 0), _node("10.0.0.2", 1)],
+    )
     assert result.returncode == 2, result.stdout[-3000:]
     assert "cluster not whole: w (Ray lists 1 GPUs, not 2)" in result.stdout

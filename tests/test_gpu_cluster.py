@@ -70,14 +70,29 @@ def test_each_flower_client_on_the_cluster_gets_its_gpu_share(tmp_path, monkeypa
     assert_conforms(tmp_path / "gpu-share", "flower", 2)
 
 
-@pytest.mark.parametrize(("total_gpus", "total_cpus", "refusal"), [
-    (3, 2, "total_gpus: 3 GPUs asked, the Ray cluster at {address} has 2"),
-    (2, 1, "total_gpus: each client asks total_gpus/total_cpus = 2 GPUs, no node of the Ray cluster at {address} has that many (the most: 1)"),
-], ids=["more-than-the-cluster", "a-share-no-node-holds"])  # fmt: skip
-def test_a_config_asking_more_gpus_than_the_cluster_has_is_refused_in_one_line(tmp_path, gpu_cluster, total_gpus, total_cpus, refusal):
+@pytest.mark.parametrize(
+    ("total_gpus", "total_cpus", "refusal"),
+    [
+        (3, 2, "total_gpus: 3 GPUs asked, the Ray cluster at {address} has 2"),
+        (
+            2,
+            1,
+            "total_gpus: each client asks total_gpus/total_cpus = 2 GPUs, no node of the Ray cluster at {address} has that many (the most: 1)",
+        ),
+    ],
+    ids=["more-than-the-cluster", "a-share-no-node-holds"],
+)
+def test_a_config_asking_more_gpus_than_the_cluster_has_is_refused_in_one_line(
+    tmp_path, gpu_cluster, total_gpus, total_cpus, refusal
+):
     path = _config_file(tmp_path, total_gpus=total_gpus, total_cpus=total_cpus)
     expected = f"fltest: error: {path}: " + refusal.format(address=gpu_cluster.address)
     for command in (["validate", str(path)], ["run", str(path), "--results-dir", str(tmp_path / "results")]):
-        result = subprocess.run([sys.executable, "-m", "fltest.cli", *command], capture_output=True, text=True, timeout=300)
-        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [expected]), (command, result.stderr[-3000:])
+        result = subprocess.run(
+            [sys.executable, "-m", "fltest.cli", *command], capture_output=True, text=True, timeout=300
+        )
+        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [expected]), (
+            command,
+            result.stderr[-3000:],
+        )
     assert not (tmp_path / "results").exists()  # refused before anything was written

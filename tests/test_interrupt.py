@@ -20,9 +20,7 @@ import pytest
 from tests.conftest import base_config
 
 SLOW_HOOKS = (  # a slow client, so that the interrupt lands mid-run
-    "import time\n"
-    "def before_local_training(partition_id, server_round, x, y):\n"
-    "    time.sleep(0.3)\n"
+    "import time\ndef before_local_training(partition_id, server_round, x, y):\n    time.sleep(0.3)\n"
 )
 INTERRUPT_AT = "round 2/"
 START_TIMEOUT_S = 240  # Ray or the NVFlare simulator starting on a loaded 2-core machine
@@ -63,9 +61,14 @@ def _interrupt_mid_run(write_config, tmp_path, run: dict, how: str) -> tuple[int
     data["training"]["round_timeout_s"] = 600  # a ServerApp still waiting for replies would outlive the test
     data["runs"] = [run]
     path = write_config(data)
-    process = subprocess.Popen([sys.executable, "-m", "fltest.cli", "run", path.name], cwd=tmp_path,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               preexec_fn=_as_in_a_terminal)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fltest.cli", "run", path.name],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_as_in_a_terminal,
+    )
     lines: list[str] = []
     reached = threading.Event()
 
@@ -103,8 +106,10 @@ def _interrupt_mid_run(write_config, tmp_path, run: dict, how: str) -> tuple[int
 
 def _assert_interrupted(code, lines, leftovers, tmp_path, run: str, framework: str, signal_name: str) -> None:
     assert code == 130, lines[-30:]
-    pattern = (rf"fltest: interrupted \({signal_name}\): stopped run {run} \({framework}\) after round (\d+) of 20; "
-               rf"its rounds and summary: {re.escape(str(tmp_path / 'results' / 'digits-demo' / run))}")  # fmt: skip
+    pattern = (
+        rf"fltest: interrupted \({signal_name}\): stopped run {run} \({framework}\) after round (\d+) of 20; "
+        rf"its rounds and summary: {re.escape(str(tmp_path / 'results' / 'digits-demo' / run))}"
+    )
     match = re.fullmatch(pattern, lines[-1])
     assert match, lines[-30:]
     assert not any(line.startswith("Traceback") for line in lines), lines

@@ -16,10 +16,20 @@ from tests.conftest import REPO
 
 def _session_in(temp: Path, *tests: str) -> str:
     """Run a pytest session of ``tests`` with ``temp`` as its temporary folder; its output."""
-    env = {key: value for key, value in os.environ.items() if key not in ("HF_HOME", "RAY_TMPDIR", "TORCHINDUCTOR_CACHE_DIR")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HF_HOME", "RAY_TMPDIR", "TORCHINDUCTOR_CACHE_DIR")
+    }
     env["TMPDIR"] = str(temp)
-    session = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    session = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert session.returncode == 0, session.stdout[-2000:]
     return session.stdout
 
@@ -33,10 +43,14 @@ def test_a_test_session_removes_its_hugging_face_cache(tmp_path):
 
 @pytest.mark.ray
 def test_a_test_session_removes_the_ray_folders_it_made():
-    temp = Path(tempfile.mkdtemp(prefix="ftl-", dir="/tmp"))  # short: Ray's socket paths under it must stay below 108 bytes
+    temp = Path(
+        tempfile.mkdtemp(prefix="ftl-", dir="/tmp")
+    )  # short: Ray's socket paths under it must stay below 108 bytes
     try:
         assert "1 passed" in _session_in(temp, "tests/test_flwr.py", "-k", "private_run_matches")
-        assert [p.name for p in temp.iterdir() if not p.name.startswith("pytest-of-")] == []  # no ray/ (Ray's default), no session folder
+        assert [
+            p.name for p in temp.iterdir() if not p.name.startswith("pytest-of-")
+        ] == []  # no ray/ (Ray's default), no session folder
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 

@@ -20,8 +20,10 @@ class Named:
 
 def _project(separator: str) -> list[Named]:
     """A head and two workers named as docker-compose 1.29 (``_``) or compose v2 (``-``) names them."""
-    return [Named(f"fltest{separator}{service}{separator}{index}", {"com.docker.compose.service": service})
-            for service, index in (("ray-head", 1), ("ray-worker", 1), ("ray-worker", 2))]
+    return [
+        Named(f"fltest{separator}{service}{separator}{index}", {"com.docker.compose.service": service})
+        for service, index in (("ray-head", 1), ("ray-worker", 1), ("ray-worker", 2))
+    ]
 
 
 @pytest.mark.parametrize("separator", ["_", "-"])
@@ -40,5 +42,7 @@ def test_a_service_names_all_its_containers_and_none_names_every_node():
 def test_an_unknown_node_is_one_line_listing_the_containers():
     with pytest.raises(InputError) as failure:
         select_nodes(_project("_"), "ray-worker-3")
-    assert str(failure.value) == ("node ray-worker-3: no such container in the project "
-                                  "(containers: fltest_ray-head_1, fltest_ray-worker_1, fltest_ray-worker_2)")
+    assert str(failure.value) == (
+        "node ray-worker-3: no such container in the project "
+        "(containers: fltest_ray-head_1, fltest_ray-worker_1, fltest_ray-worker_2)"
+    )

@@ -99,7 +99,9 @@ def test_a_broken_model_module_is_one_line_naming_the_file_and_exit_2(tmp_path, 
     result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], body)))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith(f"fltest: error: exp.yaml: {message}"), lines  # init_params: after the shards' progress lines
+    assert lines[-1].startswith(f"fltest: error: exp.yaml: {message}"), (
+        lines
+    )  # init_params: after the shards' progress lines
     assert not any("error" in line or "Traceback" in line for line in lines[:-1]), lines
     if case == "init_params raises":
         assert lines[-1].endswith(f"{tmp_path / 'my_model.py'}, line 8: NameError: name 'numpy' is not defined"), lines
@@ -134,16 +136,21 @@ def test_scaffold_with_a_model_whose_train_takes_no_correction_is_one_line_and_e
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     result = run_in(tmp_path, "run", config_path.name)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == ("fltest: error: exp.yaml: training.strategy: scaffold needs a model whose train takes "
-                                     "correction= (c - c_i, added to every gradient: see fltest.model.contract); my_model.train "
-                                     "takes none")  # fmt: skip
+    assert result.stderr.strip() == (
+        "fltest: error: exp.yaml: training.strategy: scaffold needs a model whose train takes "
+        "correction= (c - c_i, added to every gradient: see fltest.model.contract); my_model.train "
+        "takes none"
+    )
     assert not (tmp_path / "results").exists()
 
 
 def test_a_model_module_with_type_or_hidden_is_refused(tmp_path):
     result = run_in(tmp_path, "validate", str(_with_model(tmp_path, [REFERENCE], type="mlp", hidden=[8])))
     assert result.returncode == 2
-    assert result.stderr.strip() == "fltest: error: exp.yaml: model.module: a model module replaces type and hidden; give one or the other"
+    assert (
+        result.stderr.strip()
+        == "fltest: error: exp.yaml: model.module: a model module replaces type and hidden; give one or the other"
+    )
 
 
 APP_FILES = """
@@ -171,7 +178,11 @@ print("\\n".join(sorted(fab.namelist())))
 def test_a_deployment_run_s_flower_app_carries_the_model_and_hooks_modules(tmp_path, layout):
     ca = tmp_path / "ca.crt"
     ca.write_text("not checked here\n")
-    flower = {"name": "flower", "framework": "flwr", "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)}}
+    flower = {
+        "name": "flower",
+        "framework": "flwr",
+        "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)},
+    }
     config_path = _with_model(tmp_path, [REFERENCE, flower])
     if layout == "package":  # the module as a package of two files, with a stale __pycache__
         (tmp_path / "my_model").mkdir()
@@ -181,7 +192,14 @@ def test_a_deployment_run_s_flower_app_carries_the_model_and_hooks_modules(tmp_p
         (tmp_path / "my_model" / "__pycache__" / "core.cpython-311.pyc").write_bytes(b"stale")
     assert run_in(tmp_path, "validate", str(config_path)).returncode == 0  # accepted: the app carries them
     env = {**os.environ, "HF_HOME": "hf-home", "HF_HUB_OFFLINE": "1"}
-    built = subprocess.run([sys.executable, "-c", APP_FILES, str(config_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [sys.executable, "-c", APP_FILES, str(config_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     modules = {"file": ["my_model.py"], "package": ["my_model/__init__.py", "my_model/core.py"]}[layout]
     shipped = ["pyproject.toml", ".info/CONTENT", "my_hooks.py", "fltest_initial_model.py", *modules]
@@ -196,7 +214,11 @@ def test_a_model_module_that_is_not_python_source_is_refused_for_a_deployment_ru
 
     ca = tmp_path / "ca.crt"
     ca.write_text("not checked here\n")
-    flower = {"name": "flower", "framework": "flwr", "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)}}
+    flower = {
+        "name": "flower",
+        "framework": "flwr",
+        "options": {"mode": "deployment", "superlink": "h:1", "root_certificates": str(ca)},
+    }
     config_path = _with_model(tmp_path, [REFERENCE, flower])
     config = yaml.safe_load((tmp_path / config_path).read_text())
     if layout == "namespace package":  # a folder with no __init__.py

@@ -30,5 +30,9 @@ def test_a_skip_fails_only_in_ci(pytester, monkeypatch, ci, failed):
     assert outcomes.get("failed", 0) + outcomes.get("errors", outcomes.get("error", 0)) == failed, result.stdout.str()
     assert outcomes.get("skipped", 0) == 2 - failed, result.stdout.str()
     if failed:
-        result.stdout.fnmatch_lines(["*skipped in CI, where every tier must run: no Docker engine answers: connection refused*",
-                                     "*skipped in CI, where every tier must run: could not import 'a_package_that_is_not_installed'*"])
+        result.stdout.fnmatch_lines(
+            [
+                "*skipped in CI, where every tier must run: no Docker engine answers: connection refused*",
+                "*skipped in CI, where every tier must run: could not import 'a_package_that_is_not_installed'*",
+            ]
+        )

@@ -20,7 +20,10 @@ def test_one_step_follows_the_loss_gradient_through_every_hidden_layer():
     """One full-batch SGD step moves each parameter by ``-lr`` times the loss's gradient, checked against
     central differences of ``evaluate``'s loss: both hidden layers, their ReLUs and biases included."""
     rng = np.random.default_rng(0)
-    features, labels = rng.normal(size=(12, 3, 3)), rng.integers(0, 4, size=12)  # 9 inputs: shaped samples are flattened
+    features, labels = (
+        rng.normal(size=(12, 3, 3)),
+        rng.integers(0, 4, size=12),
+    )  # 9 inputs: shaped samples are flattened
     model = NumpyMLP(HIDDEN)
     params = model.init_params((3, 3), 4, seed=1)
     assert [p.shape for p in params] == [(9, 6), (6,), (6, 5), (5,), (5, 4), (4,)]
@@ -47,10 +50,22 @@ def test_an_mlp_config_trains_on_the_digits_from_the_command_line(write_config, 
     data = base_config()
     data.update(name="mlp", model={"type": "mlp", "hidden": [32, 16]})
     data["training"].update(rounds=6, learning_rate=0.3)
-    result = subprocess.run([sys.executable, "-m", "fltest.cli", "run", str(write_config(data))], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "fltest.cli", "run", str(write_config(data))],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "results" / "mlp" / "reference"
-    assert [p.shape for p in load_params(run_dir / "model_final.npz")] == [(64, 32), (32,), (32, 16), (16,), (16, 10), (10,)]
+    assert [p.shape for p in load_params(run_dir / "model_final.npz")] == [
+        (64, 32),
+        (32,),
+        (32, 16),
+        (16,),
+        (16, 10),
+        (10,),
+    ]
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["test"]["accuracy"] > 0.8  # 0.88 (seed 42); chance 0.1

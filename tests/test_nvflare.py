@@ -19,14 +19,14 @@ import psutil
 import pytest
 import yaml
 
-from fltest.config import load_config
 from fltest.backends.nvflare.launch_simulator import bound_ports, install
 from fltest.backends.nvflare.simulator import SIMULATOR_LAUNCHER
+from fltest.config import load_config
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
-from fltest.results.files import read_jsonl
 from fltest.params import load_params
 from fltest.process_guard import POLL_S, STOP_GRACE_S
+from fltest.results.files import read_jsonl
 from fltest.results.report import IDENTICAL
 from fltest.runner import run_experiment
 from tests.conformance import TOLERANCE, assert_conforms
@@ -34,6 +34,7 @@ from tests.conftest import failing_round_seconds
 
 pytestmark = pytest.mark.nvflare
 SETTLE_S = 3.0  # after SIGKILL: the kernel ends the processes, psutil sees them gone (a loaded 2-core machine)
+
 
 def _config(runs, rounds=3, hooks=None, fraction=1.0, round_timeout=60, name="nvflare-test") -> ExperimentConfig:
     return ExperimentConfig.model_validate(
@@ -43,8 +44,13 @@ def _config(runs, rounds=3, hooks=None, fraction=1.0, round_timeout=60, name="nv
             "dataset": {"source": "digits", "scale": 16.0},
             "partition": {"method": "dirichlet", "alpha": 1.0, "min_samples_per_client": 10},
             "clients": 4,
-            "training": {"rounds": rounds, "local_epochs": 1, "learning_rate": 0.5, "fraction_fit": fraction,
-                         "round_timeout_s": round_timeout},
+            "training": {
+                "rounds": rounds,
+                "local_epochs": 1,
+                "learning_rate": 0.5,
+                "fraction_fit": fraction,
+                "round_timeout_s": round_timeout,
+            },
             "total_cpus": 2,
             "hooks": hooks,
             "output": {"save_round_models": True},
@@ -66,7 +72,9 @@ def _simulator_processes(tmp_path) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if ("nvflare.private.fed.app.simulator" in cmdline or SIMULATOR_LAUNCHER in cmdline) and str(tmp_path) in cmdline:
+        if ("nvflare.private.fed.app.simulator" in cmdline or SIMULATOR_LAUNCHER in cmdline) and str(
+            tmp_path
+        ) in cmdline:
             found.append(process)
     return found
 
@@ -87,14 +95,18 @@ def test_run_matches_the_reference_and_ignores_a_ray_address(tmp_path, monkeypat
         assert mine["train"].keys() == ref["train"].keys()
         assert all(abs(mine["train"][k] - ref["train"][k]) <= TOLERANCE for k in ref["train"])
     summary = _summary(experiment, "nvflare")
-    assert summary["final"]["accuracy"] > 0.5  # learned (chance: 0.1); with seed 7 the flwr-datasets Dirichlet split gives the reference 0.63
+    assert (
+        summary["final"]["accuracy"] > 0.5
+    )  # learned (chance: 0.1); with seed 7 the flwr-datasets Dirichlet split gives the reference 0.63
     assert summary["nvflare_threads"] == 4
     assert json.loads((experiment / "nvflare" / "timings.json").read_text())["setup_s"] > 0
 
     said = [r.getMessage() for r in caplog.records if "FLTEST_RAY_ADDRESS" in r.getMessage()]
     assert said == ["FLTEST_RAY_ADDRESS is set: the nvflare backend ignores it and runs on this machine"]
     assert not (experiment / "nvflare" / "nvflare").exists()  # keep_workspace defaults to false
-    assert yaml.safe_load((experiment / "config.yaml").read_text())["runs"][1]["options"] == {"keep_workspace": False}  # listed
+    assert yaml.safe_load((experiment / "config.yaml").read_text())["runs"][1]["options"] == {
+        "keep_workspace": False
+    }  # listed
     assert (experiment / "nvflare" / "simulator.log").stat().st_size > 0
     assert _simulator_processes(tmp_path) == []
 
@@ -126,7 +138,9 @@ def test_a_killed_client_fails_the_run_after_the_round_timeout(tmp_path, monkeyp
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    runner = threading.Thread(target=run_experiment, args=(_config([NVFLARE], hooks="killing_hooks", round_timeout=10), tmp_path))
+    runner = threading.Thread(
+        target=run_experiment, args=(_config([NVFLARE], hooks="killing_hooks", round_timeout=10), tmp_path)
+    )
     runner.start()
     seen: list[psutil.Process] = []
     while runner.is_alive() and not seen:  # the matcher that checks for leftovers finds the live simulator
@@ -156,9 +170,13 @@ def test_fltest_killed_outright_leaves_no_simulator_process(tmp_path):
     # A killed fltest cannot remove its simulator's temporary folder: give it one this test removes
     # (short: the simulator's Unix socket paths under it must stay below 108 bytes).
     temp = Path(tempfile.mkdtemp(prefix="ftn-", dir="/tmp"))
-    fltest = subprocess.Popen([sys.executable, "-m", "fltest.cli", "run", str(config)], cwd=tmp_path,
-                              env={**os.environ, "TMPDIR": str(temp)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    fltest = subprocess.Popen(
+        [sys.executable, "-m", "fltest.cli", "run", str(config)],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temp)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and fltest.poll() is None:  # round 1 in: the workers are up
@@ -239,7 +257,9 @@ def test_report_draws_reference_flwr_and_nvflare(tmp_path, monkeypatch):
     accuracy_axis = figure.axes[0]
     labels = [line.get_label() for line in accuracy_axis.get_lines()]
     assert labels == [f"flower ({IDENTICAL})", f"nvflare ({IDENTICAL})", "reference"]  # both conform, bit for bit
-    lines = {line.get_label().removesuffix(f" ({IDENTICAL})"): list(line.get_ydata()) for line in accuracy_axis.get_lines()}
+    lines = {
+        line.get_label().removesuffix(f" ({IDENTICAL})"): list(line.get_ydata()) for line in accuracy_axis.get_lines()
+    }
     for run, values in lines.items():
         assert values == [r["test"]["accuracy"] for r in read_jsonl(experiment / run / "metrics.jsonl")]
         assert len(values) == 4  # rounds 0..3
@@ -251,12 +271,16 @@ def test_report_draws_reference_flwr_and_nvflare(tmp_path, monkeypatch):
 def test_unknown_options_and_a_bad_keep_workspace_are_input_errors(tmp_path):
     def load(options: dict):
         path = tmp_path / "config.yaml"
-        path.write_text(yaml.safe_dump(_config([REFERENCE]).model_dump(mode="json") | {"runs": [{**NVFLARE, "options": options}]}))
+        path.write_text(
+            yaml.safe_dump(_config([REFERENCE]).model_dump(mode="json") | {"runs": [{**NVFLARE, "options": options}]})
+        )
         return load_config(path)
 
     unknown = r": runs\.nvflare\.options\.threads: unknown option for nvflare \(known: keep_workspace\)$"
     with pytest.raises(InputError, match=unknown):
         load({"threads": 2})
-    with pytest.raises(InputError, match=r": runs\.nvflare\.options\.keep_workspace: must be true or false, got 'yes'$"):
+    with pytest.raises(
+        InputError, match=r": runs\.nvflare\.options\.keep_workspace: must be true or false, got 'yes'$"
+    ):
         load({"keep_workspace": "yes"})
     assert load({"keep_workspace": True}).runs[0].options.keep_workspace is True

@@ -48,7 +48,9 @@ def _table():
 def _flwr_parts(make) -> list[np.ndarray]:
     """The partition flwr-datasets draws on a plain table of the same columns (no format: as its users build one)."""
     partitioner = make()
-    partitioner.dataset = datasets.Dataset.from_dict({ROW_COLUMN: np.arange(len(LABELS)), "label": LABELS, "writer": WRITERS, "score": SCORES})
+    partitioner.dataset = datasets.Dataset.from_dict(
+        {ROW_COLUMN: np.arange(len(LABELS)), "label": LABELS, "writer": WRITERS, "score": SCORES}
+    )
     return [np.sort(np.asarray(partitioner.load_partition(i)[ROW_COLUMN])) for i in range(CLIENTS)]
 
 
@@ -96,7 +98,9 @@ def test_fltest_s_earlier_spelling_of_shards_still_works():
     earlier = partition(_table(), CLIENTS, _config({"method": "shards", "shards_per_client": 2}), "label", SEED)
     assert all(np.array_equal(a, b) for a, b in zip(earlier, _flwr_parts(CASES["shard"][1])))
     ten = partition(_table(), 10, _config({"method": "shards", "shards_per_client": 2}), "label", SEED)
-    assert all(len(np.unique(LABELS[p])) <= 2 for p in ten) and all(len(p) == 100 for p in ten)  # shards of one class each
+    assert all(len(np.unique(LABELS[p])) <= 2 for p in ten) and all(
+        len(p) == 100 for p in ten
+    )  # shards of one class each
 
 
 def test_dirichlet_skew_grows_as_alpha_shrinks():
@@ -115,13 +119,19 @@ def test_dirichlet_skew_grows_as_alpha_shrinks():
 
 
 def test_dirichlet_respects_min_samples():
-    parts = partition(_table(), 10, _config({"method": "dirichlet", "alpha": 0.3, "min_samples_per_client": 30}), "label", 3)
+    parts = partition(
+        _table(), 10, _config({"method": "dirichlet", "alpha": 0.3, "min_samples_per_client": 30}), "label", 3
+    )
     assert min(len(p) for p in parts) >= 30
 
 
 def test_dirichlet_that_cannot_meet_min_samples_names_alpha():
-    with pytest.raises(InputError, match=r"partition.alpha: Dirichlet\(0.01\) left a client with fewer than 90 samples"):
-        partition(_table(), 10, _config({"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 90}), "label", 0)
+    with pytest.raises(
+        InputError, match=r"partition.alpha: Dirichlet\(0.01\) left a client with fewer than 90 samples"
+    ):
+        partition(
+            _table(), 10, _config({"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 90}), "label", 0
+        )
 
 
 def test_natural_id_needs_one_client_per_id():
@@ -141,7 +151,10 @@ def test_an_unknown_method_or_parameter_is_one_line_naming_the_field(write_confi
     for partition_config, expected in [
         ({"method": "zipf"}, f"partition.method: 'zipf': expected one of {', '.join(PARTITION_METHODS)}"),
         ({"method": "dirichlet", "alpha": 0.5, "beta": 1}, "partition.beta: unknown key"),
-        ({"method": "shard", "num_shards_per_partition": 0}, "partition.num_shards_per_partition: Input should be greater than 0"),
+        (
+            {"method": "shard", "num_shards_per_partition": 0},
+            "partition.num_shards_per_partition: Input should be greater than 0",
+        ),
     ]:
         path = write_config({**base_config(), "partition": partition_config})
         with pytest.raises(InputError) as error:

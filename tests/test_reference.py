@@ -54,10 +54,14 @@ def test_same_seed_same_models_bit_for_bit(tmp_path):
 def test_results_hold_the_validated_config_the_final_model_and_the_comparison(tmp_path):
     comparison, run_dir = _run(tmp_path)
     experiment = run_dir.parent
-    saved = yaml.safe_load((experiment / "config.yaml").read_text())  # as written: validating it would refill the defaults
+    saved = yaml.safe_load(
+        (experiment / "config.yaml").read_text()
+    )  # as written: validating it would refill the defaults
     validated = ExperimentConfig.model_validate({**base_config(), "name": "exp", "output": {"save_round_models": True}})
     assert saved == validated.model_dump(mode="json")  # every field, defaults included
-    assert saved["output"]["dir"] == "results" and saved["training"]["strategy"] == {"name": "fedavg"}  # not in the input
+    assert saved["output"]["dir"] == "results" and saved["training"]["strategy"] == {
+        "name": "fedavg"
+    }  # not in the input
     assert saved["runs"] == [{"name": "reference", "framework": "reference", "options": {}}]
     last_round = load_params(run_dir / "models" / "round-0005.npz")
     final = load_params(run_dir / "model_final.npz")
@@ -114,6 +118,9 @@ def test_a_hook_that_replaces_the_data_is_what_clients_train_on(tmp_path, monkey
     data.update(name="replaced", clients=4, hooks="replacing_hooks")
     data["training"].update(rounds=2, local_epochs=1, batch_size=1)
     run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")
-    records = [json.loads(line) for line in (tmp_path / "results" / "replaced" / "reference" / "metrics.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "results" / "replaced" / "reference" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [r["train"]["steps"] for r in records[1:]] == [3.0, 3.0]
     assert records[-1]["test"]["predicted_7"] == 1.0  # trained on sevens only, it sees sevens everywhere

@@ -73,8 +73,12 @@ def _drifted(experiment):
     """The experiment's comparison as it is, then with ``again`` drifting from round 2 (as a run whose rule differs would)."""
     comparison = json.loads((experiment / "comparison.json").read_text())
     drifted = json.loads(json.dumps(comparison))
-    drifted["runs"][1].update(param_diff_per_round=[0.0, 1e-6, 2e-3], first_divergent_round=2, max_param_diff_vs_reference=2e-3,
-                              agreement="beyond 1e-09 from round 2")
+    drifted["runs"][1].update(
+        param_diff_per_round=[0.0, 1e-6, 2e-3],
+        first_divergent_round=2,
+        max_param_diff_vs_reference=2e-3,
+        agreement="beyond 1e-09 from round 2",
+    )
     return comparison, drifted
 
 
@@ -115,8 +119,11 @@ def test_a_run_has_one_color_line_style_and_marker_in_every_panel(tmp_path):
     accuracy_axis, loss_axis, divergence_axis, _ = figure.axes
 
     def looks(axis):
-        return {line.get_label().split(" (")[0]: (line.get_color(), line.get_linestyle(), line.get_marker())
-                for line in axis.get_lines() if not line.get_label().startswith("tolerance")}  # fmt: skip
+        return {
+            line.get_label().split(" (")[0]: (line.get_color(), line.get_linestyle(), line.get_marker())
+            for line in axis.get_lines()
+            if not line.get_label().startswith("tolerance")
+        }
 
     assert looks(accuracy_axis) == looks(loss_axis)
     assert looks(divergence_axis) == {"again": looks(accuracy_axis)["again"]}  # the run compared with the reference

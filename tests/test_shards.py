@@ -139,15 +139,23 @@ def test_a_hub_dataset_s_key_follows_its_revision_split_and_label(field):
 def _uint8_images(folder, rows: int = 240):
     """A CIFAR-shaped set in miniature: 8x8x3 uint8 images (Array3D) and 4 classes, written with save_to_disk."""
     rng = np.random.default_rng(0)
-    features = datasets.Features({"img": datasets.Array3D(shape=(8, 8, 3), dtype="uint8"), "label": datasets.ClassLabel(num_classes=4)})
+    features = datasets.Features(
+        {"img": datasets.Array3D(shape=(8, 8, 3), dtype="uint8"), "label": datasets.ClassLabel(num_classes=4)}
+    )
     images = rng.integers(0, 256, size=(rows, 8, 8, 3), dtype=np.uint8)
-    datasets.Dataset.from_dict({"img": images, "label": np.arange(rows) % 4}, features=features).save_to_disk(str(folder))
+    datasets.Dataset.from_dict({"img": images, "label": np.arange(rows) % 4}, features=features).save_to_disk(
+        str(folder)
+    )
     return images
 
 
 def _uint8_config(folder, **changes):
-    return _config(dataset={"source": "disk", "path": str(folder), "features": ["img"], "label": "label", "scale": 255.0},
-                   clients=4, partition={"method": "iid"}, **changes)  # fmt: skip
+    return _config(
+        dataset={"source": "disk", "path": str(folder), "features": ["img"], "label": "label", "scale": 255.0},
+        clients=4,
+        partition={"method": "iid"},
+        **changes,
+    )
 
 
 def test_uint8_images_keep_their_dtype_and_shape_until_training(fresh_cache, tmp_path):
@@ -155,13 +163,17 @@ def test_uint8_images_keep_their_dtype_and_shape_until_training(fresh_cache, tmp
     shards, _ = prepare_shards(_uint8_config(tmp_path / "images"))
     shard = shards.client_dataset(0)
     pixel = datasets.Value("uint8")  # the source's dtype and shape, not float rows
-    assert shard.features["x0"] == datasets.Sequence(datasets.Sequence(datasets.Sequence(pixel, length=3), length=8), length=8)
+    assert shard.features["x0"] == datasets.Sequence(
+        datasets.Sequence(datasets.Sequence(pixel, length=3), length=8), length=8
+    )
     assert shard.features["y"] == datasets.ClassLabel(num_classes=4)
     stored = shard.with_format("numpy")[:]["x0"]
     assert stored.shape == (len(shard), 8, 8, 3)
     assert any(np.array_equal(stored[0], image) for image in images)  # a source row, byte for byte
     x, y = shards.client_arrays(0)
-    assert x.dtype == np.float64 and x.shape == (len(shard), 8, 8, 3) and y.dtype == np.int64  # the images' shape, for a CNN
+    assert (
+        x.dtype == np.float64 and x.shape == (len(shard), 8, 8, 3) and y.dtype == np.int64
+    )  # the images' shape, for a CNN
     assert np.array_equal(x, stored / 255.0)  # float64 only here, scaled
     assert shards.feature_shape == (8, 8, 3) and shards.num_classes == 4
     on_disk = sum(f.stat().st_size for f in (shards.root / "clients").rglob("*.arrow"))
@@ -186,7 +198,9 @@ def test_a_cache_folder_of_the_old_format_is_never_read(fresh_cache, monkeypatch
     monkeypatch.setattr(shards_module, "FORMAT_VERSION", version)
     stale = fresh_cache / "fltest-shards" / current  # a folder under today's key that says format 1: not read
     (stale / "clients" / "00000").mkdir(parents=True)
-    (stale / "meta.json").write_text('{"num_clients": 10, "num_features": 64, "num_classes": 10, "client_sizes": [1], "test_size": 1}')
+    (stale / "meta.json").write_text(
+        '{"num_clients": 10, "num_features": 64, "num_classes": 10, "client_sizes": [1], "test_size": 1}'
+    )
     shards, reused = prepare_shards(_config())
     assert not reused and sum(shards.client_sizes) + shards.test_size == 1797
     assert len(shards.client_dataset(0)) == shards.client_sizes[0]

@@ -60,7 +60,9 @@ def test_fedavgm_follows_hsu_et_al_with_a_server_learning_rate():
     v_2 = beta * v_1 + delta_2  # -2.25 + 0.625 = -1.625
     x_2 = x_1 - eta * v_2  # 2.25 + 0.8125 = 3.0625
     assert (x_1, x_2) == (2.25, 3.0625)
-    assert _two_rounds({"name": "fedavgm", "server_learning_rate": eta, "server_momentum": beta}) == pytest.approx((x_1, x_2), abs=1e-15)
+    assert _two_rounds({"name": "fedavgm", "server_learning_rate": eta, "server_momentum": beta}) == pytest.approx(
+        (x_1, x_2), abs=1e-15
+    )
 
 
 ETA, BETA_1, BETA_2, TAU = 0.1, 0.9, 0.99, 0.1
@@ -104,9 +106,13 @@ def test_fedprox_adds_mu_times_the_distance_from_the_global_model_to_each_gradie
     features = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]])
     labels = np.array([0, 1])
     plain = TrainingConfig(rounds=1, local_steps=2, batch_size=2, learning_rate=0.5)
-    proximal = TrainingConfig(rounds=1, local_steps=2, batch_size=2, learning_rate=0.5, strategy={"name": "fedprox", "mu": 0.3})
+    proximal = TrainingConfig(
+        rounds=1, local_steps=2, batch_size=2, learning_rate=0.5, strategy={"name": "fedprox", "mu": 0.3}
+    )
     without = model.train(start, features, labels, plain, seed=4).params
-    one_step = model.train(start, features, labels, TrainingConfig(rounds=1, local_steps=1, batch_size=2, learning_rate=0.5), seed=4).params
+    one_step = model.train(
+        start, features, labels, TrainingConfig(rounds=1, local_steps=1, batch_size=2, learning_rate=0.5), seed=4
+    ).params
     with_mu = model.train(start, features, labels, proximal, seed=4).params
     # The first step starts at w_t (no proximal pull); the second is the plain second step minus lr * mu * (w_1 - w_t).
     second_plain = [w2 - w1 for w2, w1 in zip(without, one_step)]
@@ -122,7 +128,10 @@ def test_scaffold_s_server_follows_karimireddy_et_al_with_a_global_learning_rate
     assert [float(c) for c in server.control([np.array(X0)])] == [0.0]  # c starts at 0
 
     def updates(models, control_deltas):
-        return [ClientUpdate(p, [np.array(y)], n, control_delta=[np.array(d)]) for p, n, y, d in zip((0, 2), (1, 3), models, control_deltas)]
+        return [
+            ClientUpdate(p, [np.array(y)], n, control_delta=[np.array(d)])
+            for p, n, y, d in zip((0, 2), (1, 3), models, control_deltas)
+        ]
 
     first = server.apply([np.array(X0)], updates((2.0, 4.0), (0.3, -0.1)))
     x_1 = X0 + 0.5 * ((2.0 - X0) + (4.0 - X0)) / 2  # 1 + 0.5 * 2 = 2.0
@@ -153,7 +162,9 @@ def test_the_built_in_model_adds_scaffold_s_correction_to_every_gradient():
     middle = [w - 0.5 * c for w, c in zip(model.train(start, features, labels, one, seed=4).params, correction)]
     expected = [w - 0.5 * c for w, c in zip(model.train(middle, features, labels, one, seed=4).params, correction)]
     assert all(np.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(corrected, expected))
-    assert not all(np.allclose(a, b) for a, b in zip(corrected, model.train(start, features, labels, two, seed=4).params))
+    assert not all(
+        np.allclose(a, b) for a, b in zip(corrected, model.train(start, features, labels, two, seed=4).params)
+    )
 
 
 @pytest.mark.parametrize(
@@ -198,17 +209,28 @@ def test_the_reference_runs_each_strategy_from_a_user_folder(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
-def test_every_strategy_keeps_each_parameter_s_shape_and_dtype_0_d_and_integer_buffers_included(tmp_path, monkeypatch, name):
+def test_every_strategy_keeps_each_parameter_s_shape_and_dtype_0_d_and_integer_buffers_included(
+    tmp_path, monkeypatch, name
+):
     """The reference hands the model arrays of the global model's shapes, float64, every round: numpy's arithmetic
     turned a 0-d array into a scalar (``TypeError: expected np.ndarray (got numpy.float64)`` from a PyTorch model
     with BatchNorm, at round 1's evaluation), and an integer buffer failed FedAvg's in-place sum."""
     beside(tmp_path, monkeypatch, "buffers_model", BUFFERS_MODEL)
     data = base_config()
     data["training"].update(rounds=3, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
-    data.update(name=f"buffers-{name}", hooks=None, model={"module": "buffers_model"}, output={"save_round_models": True})
+    data.update(
+        name=f"buffers-{name}", hooks=None, model={"module": "buffers_model"}, output={"save_round_models": True}
+    )
     comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")
     row = comparison["runs"][0]
     assert row["status"] == "completed", row
     for server_round in range(4):
-        params = load_params(tmp_path / "results" / data["name"] / "reference" / "models" / f"round-{server_round:04d}.npz")
-        assert [(p.shape, p.dtype) for p in params] == [((64, 10), np.float64), ((10,), np.float64), ((), np.float64), ((), np.float64)]
+        params = load_params(
+            tmp_path / "results" / data["name"] / "reference" / "models" / f"round-{server_round:04d}.npz"
+        )
+        assert [(p.shape, p.dtype) for p in params] == [
+            ((64, 10), np.float64),
+            ((10,), np.float64),
+            ((), np.float64),
+            ((), np.float64),
+        ]

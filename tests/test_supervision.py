@@ -88,12 +88,24 @@ def test_rounds_are_reported_in_order_then_the_framework_is_let_end():
 @pytest.mark.parametrize(
     "script, ended, message",
     [
-        ([[Ready()], [_round(1)]], None, "round 2: no result from the scripted framework within 0.4 s (round_timeout_s 0.2 s"
-                                         " + 2 x 0.1 s reply grace) (its log says why)"),
-        ([[_round(1)], [Failed("round 2: client 1 failed: ValueError: no")]], None, "round 2: client 1 failed: ValueError: no"),
+        (
+            [[Ready()], [_round(1)]],
+            None,
+            "round 2: no result from the scripted framework within 0.4 s (round_timeout_s 0.2 s"
+            " + 2 x 0.1 s reply grace) (its log says why)",
+        ),
+        (
+            [[_round(1)], [Failed("round 2: client 1 failed: ValueError: no")]],
+            None,
+            "round 2: client 1 failed: ValueError: no",
+        ),
         ([[_round(2)]], None, "the scripted framework reported round 2 after round 0"),
         ([[_round(1)], [Done()]], None, "the scripted framework ended after round 1 of 2"),
-        ([[_round(1)]], "exited with code 3", "the scripted framework exited with code 3 after round 1 of 2 (its log says why)"),
+        (
+            [[_round(1)]],
+            "exited with code 3",
+            "the scripted framework exited with code 3 after round 1 of 2 (its log says why)",
+        ),
     ],
     ids=["deadline", "failure", "order", "early-end", "exit"],
 )

@@ -20,7 +20,9 @@ from fltest.params import load_params
 from fltest.runner import run_experiment
 from tests.conftest import base_config
 
-torch = pytest.importorskip("torch", reason="the torch tier needs the torch extra: pip install -c constraints.txt -e '.[torch]'")
+torch = pytest.importorskip(
+    "torch", reason="the torch tier needs the torch extra: pip install -c constraints.txt -e '.[torch]'"
+)
 from torch import nn  # noqa: E402
 
 from fltest.model.torch_classifier import TorchClassifier  # noqa: E402
@@ -51,9 +53,13 @@ def test_fedprox_s_term_is_the_built_in_model_s_in_float64():
         training = TRAINING.model_copy(update={"strategy": FedProxStrategy(name="fedprox", mu=mu)}) if mu else TRAINING
         ours = torch_model.train([weight, bias], features, labels, training, SEED).params
         theirs = numpy_model.train([weight.T.copy(), bias], features, labels, training, SEED).params
-        assert np.allclose(ours[0].T, theirs[0], rtol=0, atol=1e-12) and np.allclose(ours[1], theirs[1], rtol=0, atol=1e-12), mu
+        assert np.allclose(ours[0].T, theirs[0], rtol=0, atol=1e-12) and np.allclose(
+            ours[1], theirs[1], rtol=0, atol=1e-12
+        ), mu
         results[mu] = ours
-    assert np.max(np.abs(results[0.5][0] - results[0.0][0])) > 1e-3  # the term pulled the weights back towards the start
+    assert (
+        np.max(np.abs(results[0.5][0] - results[0.0][0])) > 1e-3
+    )  # the term pulled the weights back towards the start
 
 
 class _BatchNormNet(nn.Module):
@@ -72,16 +78,28 @@ def test_batchnorm_s_running_statistics_are_parameters_that_train_evaluate_and_t
     model = TorchClassifier(_BatchNormNet)
     params = model.init_params((4, 4), 3, seed=1)
     names = list(_BatchNormNet((4, 4), 3).state_dict())
-    assert names == ["norm.weight", "norm.bias", "norm.running_mean", "norm.running_var", "norm.num_batches_tracked",
-                     "out.weight", "out.bias"]  # fmt: skip
+    assert names == [
+        "norm.weight",
+        "norm.bias",
+        "norm.running_mean",
+        "norm.running_var",
+        "norm.num_batches_tracked",
+        "out.weight",
+        "out.bias",
+    ]
     assert [p.shape for p in params] == [(16,), (16,), (16,), (16,), (), (3, 16), (3,)]
     trained = model.train(params, features, labels, TRAINING, SEED)
     running_mean, running_var, batches = trained.params[2:5]
     assert batches == trained.metrics["steps"] == 15  # 3 epochs of 5 batches
-    assert np.max(np.abs(running_mean)) > 0.05 and np.max(np.abs(running_var - 1.0)) > 0.05  # moved from 0 and 1 towards the data's
+    assert (
+        np.max(np.abs(running_mean)) > 0.05 and np.max(np.abs(running_var - 1.0)) > 0.05
+    )  # moved from 0 and 1 towards the data's
     shifted = [p.copy() for p in trained.params]
     shifted[2] += 3.0  # another running mean: in eval mode the network normalises with it
-    assert not np.allclose(model.evaluate(shifted, features, labels).probabilities, model.evaluate(trained.params, features, labels).probabilities)
+    assert not np.allclose(
+        model.evaluate(shifted, features, labels).probabilities,
+        model.evaluate(trained.params, features, labels).probabilities,
+    )
 
 
 def test_a_run_with_a_batchnorm_model_module_keeps_its_buffers_in_the_model(tmp_path, monkeypatch):
@@ -134,6 +152,8 @@ def test_an_optimizer_given_is_made_fresh_each_round_and_steps_as_plain_pytorch_
 
     expected_once = plain_loop(params, SEED)
     assert all(np.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(once, expected_once))
-    assert all(np.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(twice, plain_loop(expected_once, SEED + 1)))  # no momentum carried over
+    assert all(
+        np.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(twice, plain_loop(expected_once, SEED + 1))
+    )  # no momentum carried over
     plain = TorchClassifier(_linear, dtype=torch.float64).train(params, features, labels, TRAINING, SEED).params
     assert np.max(np.abs(plain[0] - once[0])) > 1e-3  # momentum changed the steps

@@ -32,7 +32,9 @@ TRAINING = TrainingConfig(rounds=1, local_epochs=2, batch_size=8, learning_rate=
 @pytest.fixture
 def example_cnn():
     """The shipped example's model module (examples/digits_cnn.py), imported as a run imports it."""
-    pytest.importorskip("torch", reason="the torch tier needs the torch extra: pip install -c constraints.txt -e '.[torch]'")
+    pytest.importorskip(
+        "torch", reason="the torch tier needs the torch extra: pip install -c constraints.txt -e '.[torch]'"
+    )
     sys.path.insert(0, str(EXAMPLE.parent))
     try:
         import digits_cnn
@@ -53,7 +55,9 @@ def test_the_cnn_takes_images_channels_first_and_trains_deterministically(exampl
     features, labels = _images(shape)
     params = example_cnn.init_params(shape, 10, seed=1)
     channels = 1 if len(shape) == 2 else shape[2]
-    assert params[0].shape == (16, channels, 3, 3) and params[-1].shape == (10,)  # channels first; the output layer last
+    assert params[0].shape == (16, channels, 3, 3) and params[-1].shape == (
+        10,
+    )  # channels first; the output layer last
     assert all(p.dtype == np.float64 for p in params)
     assert all(np.array_equal(a, b) for a, b in zip(params, example_cnn.init_params(shape, 10, seed=1)))
     first, again = (example_cnn.train(params, features, labels, TRAINING, seed=7) for _ in range(2))
@@ -92,7 +96,13 @@ def test_parameters_of_another_network_are_refused_with_their_shapes(example_cnn
 @pytest.mark.nvflare
 def test_the_shipped_cnn_example_gives_the_reference_s_model_on_every_framework(tmp_path):
     pytest.importorskip("torch", reason="the torch tier needs the torch extra")
-    result = subprocess.run([sys.executable, "-m", "fltest.cli", "run", str(EXAMPLE)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "fltest.cli", "run", str(EXAMPLE)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     experiment = tmp_path / "results" / "digits-cnn"
     for run in ("reference", "flower", "nvflare"):
@@ -103,8 +113,12 @@ def test_the_shipped_cnn_example_gives_the_reference_s_model_on_every_framework(
     assert all(row["max_param_diff_vs_reference"] <= TORCH_TOLERANCE for row in comparison["runs"][1:]), comparison
     rounds = {run: read_jsonl(experiment / run / "metrics.jsonl") for run in ("reference", "flower", "nvflare")}
     for run in ("flower", "nvflare"):
-        assert [r["test"] for r in rounds[run]] == [r["test"] for r in rounds["reference"]]  # every round's global model, alike
-        for ours, theirs in zip(rounds[run], rounds["reference"], strict=True):  # clients' means: summed in another order
+        assert [r["test"] for r in rounds[run]] == [
+            r["test"] for r in rounds["reference"]
+        ]  # every round's global model, alike
+        for ours, theirs in zip(
+            rounds[run], rounds["reference"], strict=True
+        ):  # clients' means: summed in another order
             assert ours["train"] == pytest.approx(theirs["train"], rel=1e-12)
     final = np.load(experiment / "reference" / "model_final.npz")
     assert final["p0"].shape == (16, 1, 3, 3)  # the CNN's, on features kept 8x8
@@ -117,12 +131,25 @@ def test_a_cnn_with_batchnorm_runs_every_strategy_on_the_reference(tmp_path, mon
     pytest.importorskip("torch", reason="the torch tier needs the torch extra")
     beside(tmp_path, monkeypatch, "batchnorm_cnn", BATCHNORM_CNN)
     data = base_config()
-    data["training"].update(rounds=2, local_epochs=1, learning_rate=0.1, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
+    data["training"].update(
+        rounds=2,
+        local_epochs=1,
+        learning_rate=0.1,
+        strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name,
+    )
     data.update(name=f"batchnorm-{name}", clients=3, hooks=None, model={"module": "batchnorm_cnn"})
     comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")
     assert comparison["runs"][0]["status"] == "completed", comparison["runs"][0]
     final = load_params(tmp_path / "results" / data["name"] / "reference" / "model_final.npz")
-    assert [p.shape for p in final][:7] == [(8, 1, 3, 3), (8,), (8,), (8,), (8,), (8,), ()]  # BatchNorm's buffers, num_batches_tracked 0-d
+    assert [p.shape for p in final][:7] == [
+        (8, 1, 3, 3),
+        (8,),
+        (8,),
+        (8,),
+        (8,),
+        (8,),
+        (),
+    ]  # BatchNorm's buffers, num_batches_tracked 0-d
 
 
 @pytest.mark.nvflare
@@ -143,7 +170,9 @@ def test_the_torch_classifier_s_scaffold_client_is_nvflare_s_own_pytorch_client(
     x = example_cnn.init_params((8, 8), 10, seed=1)
     rng = np.random.default_rng(2)
     server, local = ([rng.normal(0.0, 0.05, size=p.shape) for p in x] for _ in range(2))
-    ours = example_cnn.train(x, features, labels, TRAINING, seed=7, correction=[c - c_i for c, c_i in zip(server, local)]).params
+    ours = example_cnn.train(
+        x, features, labels, TRAINING, seed=7, correction=[c - c_i for c, c_i in zip(server, local)]
+    ).params
     our_control = next_control(local, server, x, ours, local_step_count(len(labels), TRAINING), TRAINING.learning_rate)
 
     cpu, classifier = torch.device("cpu"), torch_classifier_of(example_cnn)
@@ -167,7 +196,10 @@ def test_the_torch_classifier_s_scaffold_client_is_nvflare_s_own_pytorch_client(
     their_control = [helper.c_local.state_dict()[name].numpy().astype(np.float64) for name in names]
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs)) < 1e-6
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(our_control, their_control)) < 1e-5
-    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, example_cnn.train(x, features, labels, TRAINING, seed=7).params))
+    moved = max(
+        float(np.max(np.abs(a - b)))
+        for a, b in zip(ours, example_cnn.train(x, features, labels, TRAINING, seed=7).params)
+    )
     assert moved > 1e-2  # the correction changed the model by far more than the tolerance
 
 
@@ -214,7 +246,13 @@ def test_the_cnn_example_asking_ray_for_gpus_still_matches_the_reference(tmp_pat
     for module in ("digits_cnn.py", "digits_hooks.py"):
         (tmp_path / module).write_text((EXAMPLE.parent / module).read_text())
     (tmp_path / "gpus.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    result = subprocess.run([sys.executable, "-m", "fltest.cli", "run", "gpus.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "fltest.cli", "run", "gpus.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     comparison = json.loads((tmp_path / "results" / "digits-cnn" / "comparison.json").read_text())
     assert [run["status"] for run in comparison["runs"]] == ["completed", "completed"]

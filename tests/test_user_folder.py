@@ -36,9 +36,17 @@ def test_run_from_the_config_folder_with_relative_paths(tmp_path, run):
 
 
 BROKEN_HOOKS = {
-    "syntax error": ("def after_local_training(partition_id, server_round, old, new):\n    return {\n", 2, "SyntaxError"),
+    "syntax error": (
+        "def after_local_training(partition_id, server_round, old, new):\n    return {\n",
+        2,
+        "SyntaxError",
+    ),
     "raises on import": ("import numpy\n\nTHRESHOLD = 1 / 0\n", 3, "ZeroDivisionError: division by zero"),
-    "imports a missing package": ("import no_such_package_here\n", 1, "ModuleNotFoundError: No module named 'no_such_package_here'"),
+    "imports a missing package": (
+        "import no_such_package_here\n",
+        1,
+        "ModuleNotFoundError: No module named 'no_such_package_here'",
+    ),
     "exits on import": ("import sys\nsys.exit(3)\n", 2, "SystemExit: 3"),
 }
 
@@ -71,9 +79,18 @@ def test_a_hooks_module_that_does_not_exist_is_one_line(tmp_path, command):
 
 
 DISK_COLUMN_PROBLEMS = {
-    "missing feature column": ({"features": ["image"]}, "dataset.features: column 'image' not in the dataset (columns: pixels, digit, score, name)"),
-    "missing label column": ({"label": "label"}, "dataset.label: column 'label' not in the dataset (columns: pixels, digit, score, name)"),
-    "float labels": ({"label": "score"}, "dataset.label: column 'score' holds Value('float64'), not integer class labels"),
+    "missing feature column": (
+        {"features": ["image"]},
+        "dataset.features: column 'image' not in the dataset (columns: pixels, digit, score, name)",
+    ),
+    "missing label column": (
+        {"label": "label"},
+        "dataset.label: column 'label' not in the dataset (columns: pixels, digit, score, name)",
+    ),
+    "float labels": (
+        {"label": "score"},
+        "dataset.label: column 'score' holds Value('float64'), not integer class labels",
+    ),
     "text features": ({"features": ["pixels", "name"]}, "dataset.features: column 'name' holds text, not numbers"),
 }
 
@@ -95,7 +112,9 @@ def test_the_columns_of_a_disk_dataset_are_checked_naming_the_file(tmp_path, cas
     assert result.returncode == 2
     assert result.stderr.strip() == f"fltest: error: exp.yaml: {expected}"
     assert not (tmp_path / "results").exists()
-    assert not list((tmp_path / "hf-home").glob("datasets/fltest-shards/*"))  # no shard set, not even a half-written one
+    assert not list(
+        (tmp_path / "hf-home").glob("datasets/fltest-shards/*")
+    )  # no shard set, not even a half-written one
 
 
 @pytest.mark.parametrize("command", ["run", "prepare"])
@@ -103,10 +122,16 @@ def test_a_split_that_cannot_be_drawn_is_one_line_naming_the_file(tmp_path, comm
     """The data is checked once, as the shards are prepared: one line naming file and field, nothing written."""
     config_path = user_folder(tmp_path, [REFERENCE])
     config = yaml.safe_load((tmp_path / config_path).read_text())
-    config["partition"] = {"method": "dirichlet", "alpha": 0.01, "min_samples_per_client": 400}  # 4 clients, 1,438 training rows
+    config["partition"] = {
+        "method": "dirichlet",
+        "alpha": 0.01,
+        "min_samples_per_client": 400,
+    }  # 4 clients, 1,438 training rows
     (tmp_path / config_path).write_text(yaml.safe_dump(config))
     result = run_in(tmp_path, command, str(config_path))
     assert result.returncode == 2
-    assert result.stderr.strip().startswith("fltest: error: exp.yaml: partition.alpha: Dirichlet(0.01) left a client with fewer than 400 samples")
+    assert result.stderr.strip().startswith(
+        "fltest: error: exp.yaml: partition.alpha: Dirichlet(0.01) left a client with fewer than 400 samples"
+    )
     assert not (tmp_path / "results").exists()
     assert not list((tmp_path / "hf-home").glob("datasets/fltest-shards/*"))

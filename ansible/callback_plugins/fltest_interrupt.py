@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ansible import context
 from ansible.plugins.callback import CallbackBase
+
+from ansible import context
 
 DOCUMENTATION = """
 name: fltest_interrupt
@@ -92,10 +93,19 @@ class CallbackModule(CallbackBase):
             return
         self._signal_name = signal.Signals(signum).name
         # os.write, not Ansible's display: the main thread may hold the display's lock where the signal landed.
-        os.write(2, f"[fltest] {self._signal_name}: stopping the experiment where it runs (stop.yml); "
-                    "press Ctrl-C again to abandon it\n".encode())  # fmt: skip
-        self._stop = subprocess.Popen(self._stop_command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+        os.write(
+            2,
+            f"[fltest] {self._signal_name}: stopping the experiment where it runs (stop.yml); "
+            "press Ctrl-C again to abandon it\n".encode(),
+        )
+        self._stop = subprocess.Popen(
+            self._stop_command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
 
     def _stop_command(self) -> list[str]:
         """``ansible-playbook stop.yml`` with this play's inventory, extra vars and connection options."""
@@ -105,8 +115,13 @@ class CallbackModule(CallbackBase):
             command += ["-i", source]
         for extra in args.get("extra_vars") or ():
             command += ["-e", extra]
-        options = {"private_key_file": "--private-key", "remote_user": "--user", "connection": "--connection",
-                   "ssh_common_args": "--ssh-common-args", "ssh_extra_args": "--ssh-extra-args"}  # fmt: skip
+        options = {
+            "private_key_file": "--private-key",
+            "remote_user": "--user",
+            "connection": "--connection",
+            "ssh_common_args": "--ssh-common-args",
+            "ssh_extra_args": "--ssh-extra-args",
+        }
         command += [arg for key, flag in options.items() if args.get(key) for arg in (flag, str(args[key]))]
         command += ["--vault-password-file=" + path for path in args.get("vault_password_files") or ()]
         return [*command, "-e", "fltest_run_fetch_stopped=false", str(self._playbook_dir / "stop.yml")]
@@ -123,8 +138,12 @@ class CallbackModule(CallbackBase):
             self._stop.kill()
             output, _ = self._stop.communicate()
         if self._stop.returncode != 0:
-            self._display.display(f"[fltest] stop.yml exited {self._stop.returncode}: {output.strip()[-3000:]}", stderr=True)
+            self._display.display(
+                f"[fltest] stop.yml exited {self._stop.returncode}: {output.strip()[-3000:]}", stderr=True
+            )
         ran = ", ".join(f"on {host} (it exited {rc})" for host, rc in self._stopped) or "before it started"
         where = f"its rounds so far and summary: {self._results}" if self._results else "no results were brought back"
-        self._display.display(f"ansible-playbook: interrupted ({self._signal_name}): stopped fltest run {ran}; {where}", stderr=True)
+        self._display.display(
+            f"ansible-playbook: interrupted ({self._signal_name}): stopped fltest run {ran}; {where}", stderr=True
+        )
         raise SystemExit(INTERRUPTED_EXIT_CODE)

@@ -23,7 +23,9 @@ def _project(args: argparse.Namespace):
         if args.gpus_per_node < 0:
             raise InputError(f"--gpus-per-node {args.gpus_per_node}: expected a GPU count (0 or more)")
         overrides.update({key: str(args.gpus_per_node) for key in GPU_SETTINGS.values()})
-    return RayEmulation(directory=Path(args.compose_dir), overrides=overrides, dashboard=getattr(args, "dashboard", False))
+    return RayEmulation(
+        directory=Path(args.compose_dir), overrides=overrides, dashboard=getattr(args, "dashboard", False)
+    )
 
 
 def _token_path(project) -> Path:
@@ -76,9 +78,14 @@ def _up(args: argparse.Namespace) -> int:
     _ensure_token(project)
     project.up(client)
     state = wait_until_ready(project, client, args.timeout)
-    print(f"ready: {state.summary()}" + (" (Ray's logical GPUs: FLTEST_GPU_DEVICES=none)" if state.gpus and project.gpu_devices() == LOGICAL else ""))
+    print(
+        f"ready: {state.summary()}"
+        + (" (Ray's logical GPUs: FLTEST_GPU_DEVICES=none)" if state.gpus and project.gpu_devices() == LOGICAL else "")
+    )
     if project.dashboard:
-        print(f"Ray dashboard: http://127.0.0.1:{project.setting('RAY_DASHBOARD_PORT')} (token: {_token_path(project)})")
+        print(
+            f"Ray dashboard: http://127.0.0.1:{project.setting('RAY_DASHBOARD_PORT')} (token: {_token_path(project)})"
+        )
     return 0
 
 
@@ -95,20 +102,27 @@ def _status(args: argparse.Namespace) -> int:
 
     client, project = docker_client(), _project(args)
     state = cluster_state(project, client)
-    print(f"{'container':32} {'state':10} {'health':10} {'CPU limit':>9} {'Ray CPUs':>8} {'GPU devices':>11} {'Ray GPUs':>8}")
+    print(
+        f"{'container':32} {'state':10} {'health':10} {'CPU limit':>9} {'Ray CPUs':>8} {'GPU devices':>11} {'Ray GPUs':>8}"
+    )
     for c in project.containers(client, include_stopped=True):
         health = c.attrs["State"].get("Health", {}).get("Status", "-")
         limit = c.attrs["HostConfig"]["NanoCpus"] / 1e9
-        print(f"{c.name:32} {c.status:10} {health:10} {limit:9g} {state.nodes.get(c.name, '-')!s:>8} "
-              f"{device_count(c):>11} {state.node_gpus.get(c.name, '-')!s:>8}")
+        print(
+            f"{c.name:32} {c.status:10} {health:10} {limit:9g} {state.nodes.get(c.name, '-')!s:>8} "
+            f"{device_count(c):>11} {state.node_gpus.get(c.name, '-')!s:>8}"
+        )
     print(("ready" if state.ready else "not ready") + f": {state.summary(of_shape=True)}")
     return 0 if state.ready else 1
 
 
 def device_count(container) -> str:
     """The GPUs Docker passes ``container`` (its NVIDIA device requests): a count, ``all``, or ``-`` for none."""
-    counts = [request.get("Count", 0) for request in container.attrs["HostConfig"].get("DeviceRequests") or []
-              if request.get("Driver") == NVIDIA or ["gpu"] in (request.get("Capabilities") or [])]  # fmt: skip
+    counts = [
+        request.get("Count", 0)
+        for request in container.attrs["HostConfig"].get("DeviceRequests") or []
+        if request.get("Driver") == NVIDIA or ["gpu"] in (request.get("Capabilities") or [])
+    ]
     if not counts:
         return "-"
     return "all" if -1 in counts else str(sum(counts))
@@ -125,7 +139,9 @@ def _run(args: argparse.Namespace) -> int:
     head = project.head(client)
     if gpus_asked(config):  # more GPUs than the cluster's nodes offer: one line before anything is staged
         with naming_the_file(args.config):
-            check_cluster_gpus(config, list(cluster_state(project, client).node_gpus.values()), f"Ray cluster {project.name}")
+            check_cluster_gpus(
+                config, list(cluster_state(project, client).node_gpus.values()), f"Ray cluster {project.name}"
+            )
     return run_in_head(head, Path(args.config), config, Path(args.results_dir))
 
 
@@ -174,28 +190,44 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     build = sub.add_parser("build", help="build the base image (if missing), the wheelhouse and the FLTest image")
-    build.add_argument("--pip-source", choices=["wheelhouse", "pypi"], default="wheelhouse",
-                       help="where pip takes the wheels: ./wheelhouse, offline (default), or PyPI")
+    build.add_argument(
+        "--pip-source",
+        choices=["wheelhouse", "pypi"],
+        default="wheelhouse",
+        help="where pip takes the wheels: ./wheelhouse, offline (default), or PyPI",
+    )
     build.add_argument("--base-image", help="e.g. python:3.11-slim-bookworm (default: build fltest-base:bookworm)")
-    build.add_argument("--extras", default="",
-                       help="pyproject extras to add, e.g. torch: builds the variant <FLTEST_IMAGE>-torch (default: none)")
+    build.add_argument(
+        "--extras",
+        default="",
+        help="pyproject extras to add, e.g. torch: builds the variant <FLTEST_IMAGE>-torch (default: none)",
+    )
     build.set_defaults(handler=_build)
 
     token = sub.add_parser("token", help="create the Ray token file if it is missing")
     token.set_defaults(handler=_token)
 
-    for name, handler, text in [("up", _up, "start (or restore) the cluster and wait until it is ready"),
-                                ("wait", _wait, "wait until Ray reports every node and CPU")]:  # fmt: skip
+    for name, handler, text in [
+        ("up", _up, "start (or restore) the cluster and wait until it is ready"),
+        ("wait", _wait, "wait until Ray reports every node and CPU"),
+    ]:
         command = sub.add_parser(name, help=text)
         command.add_argument("--timeout", type=float, default=180.0, help="seconds before failing (default 180)")
         if name == "up":
             command.add_argument("--workers", type=int, help="Ray workers (default: RAY_WORKERS)")
-            command.add_argument("--gpus-per-node", type=int, metavar="N",
-                                 help="GPUs of the head and of each worker: Ray's --num-gpus and an NVIDIA device request "
-                                      "per container (FLTEST_GPU_DEVICES=none: Ray's logical GPUs only); default: "
-                                      "RAY_HEAD_GPUS, RAY_WORKER_GPUS")
-            command.add_argument("--dashboard", action="store_true",
-                                 help="also run the head's Ray dashboard, token-protected, on 127.0.0.1:RAY_DASHBOARD_PORT (compose/dashboard.yml)")
+            command.add_argument(
+                "--gpus-per-node",
+                type=int,
+                metavar="N",
+                help="GPUs of the head and of each worker: Ray's --num-gpus and an NVIDIA device request "
+                "per container (FLTEST_GPU_DEVICES=none: Ray's logical GPUs only); default: "
+                "RAY_HEAD_GPUS, RAY_WORKER_GPUS",
+            )
+            command.add_argument(
+                "--dashboard",
+                action="store_true",
+                help="also run the head's Ray dashboard, token-protected, on 127.0.0.1:RAY_DASHBOARD_PORT (compose/dashboard.yml)",
+            )
         command.set_defaults(handler=handler)
 
     status = sub.add_parser("status", help="containers, their CPU limits and GPU devices, and what Ray reports")
@@ -207,19 +239,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     logs = sub.add_parser("logs", help="a node's container log and Ray logs (/tmp/ray/session_latest/logs)")
-    logs.add_argument("node", nargs="?", help="container name, service (ray-head, ray-worker) or name's end (ray-worker_1); default: every node")
+    logs.add_argument(
+        "node",
+        nargs="?",
+        help="container name, service (ray-head, ray-worker) or name's end (ray-worker_1); default: every node",
+    )
     logs.add_argument("--lines", type=int, default=40, help="last lines of each log (default 40)")
-    logs.add_argument("--file", action="append", help="a Ray log file to show instead of raylet/gcs_server (repeatable)")
+    logs.add_argument(
+        "--file", action="append", help="a Ray log file to show instead of raylet/gcs_server (repeatable)"
+    )
     logs.set_defaults(handler=_logs)
 
     stop = sub.add_parser("stop", help="stop the experiment running in the head (as Ctrl-C) and bring its results back")
-    stop.add_argument("--results-dir", default="results",
-                      help="host folder for the results of runs cut short, as <run id>/<experiment> (default: results)")
+    stop.add_argument(
+        "--results-dir",
+        default="results",
+        help="host folder for the results of runs cut short, as <run id>/<experiment> (default: results)",
+    )
     stop.set_defaults(handler=_stop)
 
-    down = sub.add_parser("down", help="stop a run still going on, then remove every container, network and volume of the kit")
-    down.add_argument("--results-dir", default="results",
-                      help="host folder for results a run cut short left in the work volume (default: results)")
+    down = sub.add_parser(
+        "down", help="stop a run still going on, then remove every container, network and volume of the kit"
+    )
+    down.add_argument(
+        "--results-dir",
+        default="results",
+        help="host folder for results a run cut short left in the work volume (default: results)",
+    )
     down.set_defaults(handler=_down)
     return parser
 

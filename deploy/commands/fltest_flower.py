@@ -91,9 +91,13 @@ def _list(args: argparse.Namespace) -> int:
         print(describe_flower_run(run))
     lost = sorted(set(federation.node_ids()) - set(federation.known_node_ids(nodes)))
     if not nodes:
-        raise FLTestError(f"SuperLink of project {federation.name}: knows no SuperNode (state lost? fltest-flower up registers the keys again)")
+        raise FLTestError(
+            f"SuperLink of project {federation.name}: knows no SuperNode (state lost? fltest-flower up registers the keys again)"
+        )
     if lost:
-        raise FLTestError(f"SuperLink of project {federation.name}: does not know {', '.join(lost)} (state lost? fltest-flower up registers them again)")
+        raise FLTestError(
+            f"SuperLink of project {federation.name}: does not know {', '.join(lost)} (state lost? fltest-flower up registers them again)"
+        )
     return 0
 
 
@@ -149,7 +153,9 @@ def _stop_runs(federation: FlowerFederation, restart: bool = True) -> None:
         return
     for run_id in stopped:
         print(f"Flower run {run_id}: stopped (flwr stop)")
-    if restart and (operators or stopped):  # a SuperNode receiving as its run stopped answers one message late from then on
+    if restart and (
+        operators or stopped
+    ):  # a SuperNode receiving as its run stopped answers one message late from then on
         print(f"SuperNodes restarted and online again: {', '.join(restart_supernodes(federation))}")
 
 
@@ -187,21 +193,33 @@ def build_parser() -> argparse.ArgumentParser:
     unregister = sub.add_parser("unregister", help="remove a SuperNode from the SuperLink")
     unregister.add_argument("node_id", type=int, help="the node id that register or list printed")
     unregister.set_defaults(handler=_unregister)
-    run = sub.add_parser("run", help="fltest run <config> next to the SuperLink (its deployment runs: superlink 127.0.0.1:9443)")
+    run = sub.add_parser(
+        "run", help="fltest run <config> next to the SuperLink (its deployment runs: superlink 127.0.0.1:9443)"
+    )
     run.add_argument("config", help="the experiment config (YAML)")
     run.add_argument("--results-dir", help="default: the config's output.dir")
     run.set_defaults(handler=_run)
     # Every argument after `flwr` is flwr's, even one starting with a dash (no prefix character of its own).
-    flwr = sub.add_parser("flwr", add_help=False, prefix_chars="\0",
-                          help="flwr <args> next to the SuperLink, in this folder (connection fltest): flwr run . fltest --stream")
-    flwr.add_argument("flwr_args", nargs=argparse.REMAINDER, help="flwr's own arguments, passed on as they are (--help too)")
+    flwr = sub.add_parser(
+        "flwr",
+        add_help=False,
+        prefix_chars="\0",
+        help="flwr <args> next to the SuperLink, in this folder (connection fltest): flwr run . fltest --stream",
+    )
+    flwr.add_argument(
+        "flwr_args", nargs=argparse.REMAINDER, help="flwr's own arguments, passed on as they are (--help too)"
+    )
     flwr.set_defaults(handler=_flwr)
     files = sub.add_parser("files", help="copy what Flower Apps wrote in their working folders to <out>/<service>/")
     files.add_argument("--out", default="app-files", help="host folder (default: app-files)")
     files.set_defaults(handler=_files)
-    sub.add_parser("stop", help="stop what runs next to the SuperLink (as Ctrl-C: fltest run, flwr) and every unfinished Flower run"
-                   ).set_defaults(handler=_stop)  # fmt: skip
-    sub.add_parser("down", help="stop what runs, then remove the containers, network and volumes").set_defaults(handler=_down)
+    sub.add_parser(
+        "stop",
+        help="stop what runs next to the SuperLink (as Ctrl-C: fltest run, flwr) and every unfinished Flower run",
+    ).set_defaults(handler=_stop)
+    sub.add_parser("down", help="stop what runs, then remove the containers, network and volumes").set_defaults(
+        handler=_down
+    )
     return parser
 
 

@@ -35,7 +35,9 @@ class Copied:
 
     def __str__(self) -> str:
         """``superlink: 1 file, 152 bytes -> app-files/superlink`` (and what the data filter left out)."""
-        left_out = f"; left out (links out of the folder, special files): {', '.join(self.skipped)}" if self.skipped else ""
+        left_out = (
+            f"; left out (links out of the folder, special files): {', '.join(self.skipped)}" if self.skipped else ""
+        )
         return f"{self.service}: {self.files} file{'' if self.files == 1 else 's'}, {self.size} bytes -> {self.folder}{left_out}"
 
 
@@ -75,8 +77,10 @@ def fetch_app_files(federation: FlowerFederation, out: Path) -> list[Copied]:
     client = federation.docker()
     holders = federation.containers(client, HOLDER_SERVICE)
     if not holders:
-        raise RunFailed(f"project {federation.name}: no running {HOLDER_SERVICE} container, which holds the SuperLink's App files "
-                        "(fltest-flower up)")  # fmt: skip
+        raise RunFailed(
+            f"project {federation.name}: no running {HOLDER_SERVICE} container, which holds the SuperLink's App files "
+            "(fltest-flower up)"
+        )
     sources = [(SUPERLINK_SERVICE, holders[0])]
     for service in federation.supernode_services():
         sources += [(service, container) for container in federation.containers(client, service)]

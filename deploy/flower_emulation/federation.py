@@ -43,7 +43,9 @@ PROXY_SERVICE = "fleet-proxy"
 HOLDER_SERVICE = "superlink-net"  # holds the namespace of the SuperLink, the proxy and the operator
 OPERATOR_SERVICE = "operator"  # `fltest-flower run`: fltest run, one experiment at a time
 FLWR_SERVICE = "flwr"  # `fltest-flower flwr`: the operator's flwr
-APP_FILES_VOLUME = "superlink-app-files"  # flower.yml's volume of the ServerApps' working folder; SuperNodes copy its options
+APP_FILES_VOLUME = (
+    "superlink-app-files"  # flower.yml's volume of the ServerApps' working folder; SuperNodes copy its options
+)
 FLEET_PORT = KIT.fleet_port  # the Fleet proxy (fleet_proxy.conf), the only listener on the compose network
 FLEET_ADDRESS = f"superlink:{FLEET_PORT}"  # the SuperNodes' address: the holder's alias, a SAN of the certificate
 PROXY_CONFIG = Path(__file__).resolve().parent.parent / "node" / "fleet_proxy.conf"
@@ -93,7 +95,9 @@ class FlowerFederation(ComposeProject):
     def __post_init__(self) -> None:
         """Resolve the project name and the generated folder (``FLOWER_GENERATED_DIR``, ``<compose>/.generated`` by default)."""
         super().__post_init__()
-        self.generated_dir = self.generated_dir or (self.directory / self.required("FLOWER_GENERATED_DIR", ".generated")).resolve()
+        self.generated_dir = (
+            self.generated_dir or (self.directory / self.required("FLOWER_GENERATED_DIR", ".generated")).resolve()
+        )
 
     def path(self, key: str) -> Path:
         """A folder setting, relative to the compose folder."""
@@ -174,10 +178,17 @@ class FlowerFederation(ComposeProject):
             "depends_on": {PROXY_SERVICE: {"condition": "service_healthy"}},
             "restart": "unless-stopped",  # back after a crash or a SuperLink restart; a refused key (exit 305) keeps retrying
             "healthcheck": {
-                "test": ["CMD", "python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9094/health', timeout=4)"],
-                "interval": "5s", "timeout": "5s", "retries": 12,
+                "test": [
+                    "CMD",
+                    "python",
+                    "-c",
+                    "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9094/health', timeout=4)",
+                ],
+                "interval": "5s",
+                "timeout": "5s",
+                "retries": 12,
             },
-        }  # fmt: skip
+        }
 
     def gpu_options(self) -> dict:
         """A SuperNode's GPU (``FLOWER_SUPERNODE_GPUS``, default 0): an NVIDIA device request of that count (none with
@@ -251,7 +262,16 @@ class FlowerFederation(ComposeProject):
         if not found:
             raise RunFailed(f"project {self.name}: no {SUPERLINK_SERVICE} container (fltest-flower up)")
         container = found[0]
-        command = ["timeout", str(int(timeout)), "python", "-m", "deploy.node.superlink_flwr", *args, "--format", "json"]
+        command = [
+            "timeout",
+            str(int(timeout)),
+            "python",
+            "-m",
+            "deploy.node.superlink_flwr",
+            *args,
+            "--format",
+            "json",
+        ]
         environment = {PUBLIC_KEY_ENV: public_key}
         try:
             code, (out, err) = container.exec_run(command, environment=environment, demux=True)
@@ -259,7 +279,9 @@ class FlowerFederation(ComposeProject):
             reason = "not running" if exc.status_code == 409 else exc.explanation
             raise RunFailed(f"SuperLink container {container.name}: {reason}") from None
         if code == 124:
-            raise RunFailed(f"SuperLink container {container.name}: flwr {flwr_what(args)}: no answer within {timeout:.0f} s")
+            raise RunFailed(
+                f"SuperLink container {container.name}: flwr {flwr_what(args)}: no answer within {timeout:.0f} s"
+            )
         try:
             return parse_answer(flwr_what(args), code, (out or b"").decode(), (err or b"").decode())
         except RunFailed as exc:

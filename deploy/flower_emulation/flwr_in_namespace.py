@@ -37,26 +37,60 @@ from deploy.kit import KIT
 from deploy.node.superlink_flwr import IMAGE_ENV
 from fltest.errors import FLTestError, InputError, RunFailed
 
-RUN_ID = re.compile(rb'Successfully started run (\d+)|"run-id": "(\d+)"')  # flwr run's line, or its --format json answer
-IMAGE_PATHS = ("/opt/fltest", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/run/secrets", KIT.home)  # nor in them
+RUN_ID = re.compile(
+    rb'Successfully started run (\d+)|"run-id": "(\d+)"'
+)  # flwr run's line, or its --format json answer
+IMAGE_PATHS = (
+    "/opt/fltest",
+    "/usr",
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/run/secrets",
+    KIT.home,
+)  # nor in them
 SCRATCH = "/tmp"  # the container's tmpfs (its FLWR_HOME): a folder in it may be mounted there, not it
 
 
-def flwr_command(federation: FlowerFederation, name: str, args: list[str], cwd: Path) -> tuple[list[str], dict[str, str]]:
+def flwr_command(
+    federation: FlowerFederation, name: str, args: list[str], cwd: Path
+) -> tuple[list[str], dict[str, str]]:
     """The ``compose run`` command of ``flwr <args>`` in the one-off container ``name``, as this user in ``cwd``, and its environment."""
     image = federation.setting("FLTEST_IMAGE") or ""
     return federation.compose_command(
-        "run", "--rm", "--no-deps", "-T", "--name", name, "--user", f"{os.getuid()}:{os.getgid()}", "--workdir", str(cwd),
-        "--volume", f"{cwd}:{cwd}", "-e", f"{IMAGE_ENV}={image}", FLWR_SERVICE, *OPERATOR_FLWR, *args)  # fmt: skip
+        "run",
+        "--rm",
+        "--no-deps",
+        "-T",
+        "--name",
+        name,
+        "--user",
+        f"{os.getuid()}:{os.getgid()}",
+        "--workdir",
+        str(cwd),
+        "--volume",
+        f"{cwd}:{cwd}",
+        "-e",
+        f"{IMAGE_ENV}={image}",
+        FLWR_SERVICE,
+        *OPERATOR_FLWR,
+        *args,
+    )
 
 
 def check_folder(cwd: Path) -> None:
     """Refuse a folder that, mounted at its own path, would hide part of the image (``/``, ``/usr/lib``, ``/tmp``...)."""
-    hidden = [path for path in IMAGE_PATHS if Path(path) == cwd or cwd in Path(path).parents or Path(path) in cwd.parents]
+    hidden = [
+        path for path in IMAGE_PATHS if Path(path) == cwd or cwd in Path(path).parents or Path(path) in cwd.parents
+    ]
     hidden += [SCRATCH] if cwd == Path(SCRATCH) or cwd in Path(SCRATCH).parents else []
     if hidden:
-        raise InputError(f"fltest-flower flwr: run it from your App's folder, not {cwd} (mounted at its own path in the "
-                         f"container, it would hide {hidden[0]})")  # fmt: skip
+        raise InputError(
+            f"fltest-flower flwr: run it from your App's folder, not {cwd} (mounted at its own path in the "
+            f"container, it would hide {hidden[0]})"
+        )
 
 
 def copy_noting_run_ids(source: BinaryIO, target: BinaryIO, run_ids: list[int]) -> None:
@@ -83,12 +117,18 @@ def flwr_in_namespace(federation: FlowerFederation, args: list[str]) -> int:
     if not ca.is_file():  # else Docker would create a root-owned folder there
         raise FLTestError(f"{ca}: no CA certificate: start the federation first (fltest-flower up)")
     if not federation.containers(federation.docker(), HOLDER_SERVICE):
-        raise FLTestError(f"project {federation.name}: no running {HOLDER_SERVICE} container, whose namespace flwr joins (fltest-flower up)")
+        raise FLTestError(
+            f"project {federation.name}: no running {HOLDER_SERVICE} container, whose namespace flwr joins (fltest-flower up)"
+        )
     name = f"{federation.name}-{FLWR_SERVICE}-{time.strftime('%Y%m%d-%H%M%S')}"
     command, env = flwr_command(federation, name, args, cwd)
-    compose = subprocess.Popen(command, cwd=federation.directory, env=env, stdout=subprocess.PIPE, start_new_session=True)
+    compose = subprocess.Popen(
+        command, cwd=federation.directory, env=env, stdout=subprocess.PIPE, start_new_session=True
+    )
     run_ids: list[int] = []
-    copier = threading.Thread(target=copy_noting_run_ids, args=(compose.stdout, sys.stdout.buffer, run_ids), daemon=True)
+    copier = threading.Thread(
+        target=copy_noting_run_ids, args=(compose.stdout, sys.stdout.buffer, run_ids), daemon=True
+    )
     copier.start()
     try:
         code = compose.wait()
@@ -112,7 +152,11 @@ def _stop_runs_started(federation: FlowerFederation, run_ids: list[int]) -> str:
         stopped = stop_flower_runs(federation, run_ids)
     except RunFailed as exc:  # a SuperLink that does not answer
         return "".join(f"; Flower run {run_id} not stopped ({exc})" for run_id in run_ids)
-    restarted = restart_supernodes(federation) if stopped else []  # a SuperNode receiving as its run stopped answers late
-    return "".join([f"; Flower run {run_id} stopped (flwr stop)" for run_id in stopped] +
-                   [f"; Flower run {run_id} had finished" for run_id in run_ids if run_id not in stopped] +
-                   ([f"; SuperNodes restarted ({len(restarted)})"] if restarted else []))  # fmt: skip
+    restarted = (
+        restart_supernodes(federation) if stopped else []
+    )  # a SuperNode receiving as its run stopped answers late
+    return "".join(
+        [f"; Flower run {run_id} stopped (flwr stop)" for run_id in stopped]
+        + [f"; Flower run {run_id} had finished" for run_id in run_ids if run_id not in stopped]
+        + ([f"; SuperNodes restarted ({len(restarted)})"] if restarted else [])
+    )

@@ -37,6 +37,7 @@ from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
 
+
 def host_paths(config: ExperimentConfig, config_path: Path, home: str) -> dict[Path, Path]:
     """The host files and folders ``fltest run`` reads for ``config``, each at the path fltest in the container reads it.
 
@@ -44,7 +45,9 @@ def host_paths(config: ExperimentConfig, config_path: Path, home: str) -> dict[P
     resolves the config's ``root_certificates``: ``~`` is ``home``, the container's home. A CA file
     that does not exist is refused (one line naming the field).
     """
-    paths = {config_path.resolve(): config_path.resolve()}  # the file, not its folder: a key or CA folder beside it stays out of sight
+    paths = {
+        config_path.resolve(): config_path.resolve()
+    }  # the file, not its folder: a key or CA folder beside it stays out of sight
     if config.hooks or config.model.module:  # imported from beside the config (and copied into the Flower App)
         paths[config_path.resolve().parent] = config_path.resolve().parent
     if config.dataset.path is not None:
@@ -60,16 +63,35 @@ def host_paths(config: ExperimentConfig, config_path: Path, home: str) -> dict[P
     return paths
 
 
-def operator_command(federation: FlowerFederation, name: str, config_path: Path, results_dir: Path, mounts: dict[Path, Path],
-                     cwd: Path) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+def operator_command(
+    federation: FlowerFederation, name: str, config_path: Path, results_dir: Path, mounts: dict[Path, Path], cwd: Path
+) -> tuple[list[str], dict[str, str]]:
     """The ``compose run`` command of ``fltest run`` in the operator container ``name``, and its environment.
 
     ``mounts``: host path -> the path it is mounted at, read-only.
     """
     volumes = [arg for host, target in mounts.items() for arg in ("--volume", f"{host}:{target}:ro")]
-    args = ["run", "--rm", "--no-deps", "-T", "--name", name, "--user", f"{os.getuid()}:{os.getgid()}", "--workdir", str(cwd),
-            *volumes, "--volume", f"{results_dir}:{results_dir}", OPERATOR_SERVICE,
-            "fltest", "run", str(config_path.resolve()), "--results-dir", str(results_dir)]  # fmt: skip
+    args = [
+        "run",
+        "--rm",
+        "--no-deps",
+        "-T",
+        "--name",
+        name,
+        "--user",
+        f"{os.getuid()}:{os.getgid()}",
+        "--workdir",
+        str(cwd),
+        *volumes,
+        "--volume",
+        f"{results_dir}:{results_dir}",
+        OPERATOR_SERVICE,
+        "fltest",
+        "run",
+        str(config_path.resolve()),
+        "--results-dir",
+        str(results_dir),
+    ]
     return federation.compose_command(*args)
 
 
@@ -104,7 +126,8 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
         left = stop_flower_runs(federation, flower_runs_of(config, results))
         restarted = restart_supernodes(federation)
         runs = f"; Flower runs {', '.join(map(str, left))} left running, stopped with flwr stop" if left else ""
-        interrupt.stopped = (f"fltest run in {name} {outcome}{runs}; SuperNodes restarted ({len(restarted)}); "
-                             f"its rounds so far and summary: {results / config.name}")  # fmt: skip
+        interrupt.stopped = (
+            f"fltest run in {name} {outcome}{runs}; SuperNodes restarted ({len(restarted)}); "
+            f"its rounds so far and summary: {results / config.name}"
+        )
         raise
-

@@ -33,7 +33,11 @@ from fltest.errors import FLTestError, RunFailed
 SUPERNODE_RESTART_TIMEOUT_S = 10  # a SuperNode's stop on SIGTERM, before Docker kills it
 ONLINE_WAIT_S = 120.0  # for the restarted SuperNodes to be online again
 FINISHED = "finished"  # a Flower run's status once it ended: finished:completed, finished:stopped, finished:failed
-OPERATOR_FLWR = ["python", "-m", "deploy.node.superlink_flwr"]  # the command of a `flwr` container, before flwr's arguments
+OPERATOR_FLWR = [
+    "python",
+    "-m",
+    "deploy.node.superlink_flwr",
+]  # the command of a `flwr` container, before flwr's arguments
 COMPOSE_END_WAIT_S = 15.0  # for compose to create its one-off container, or to end (and remove it) once it stopped
 
 
@@ -45,7 +49,7 @@ def running_operators(federation: FlowerFederation, service: str = OPERATOR_SERV
 def describe_operator(container) -> str:
     """An operator container as error lines name it: its name and its command (``flwr ...`` for the operator's flwr)."""
     command = container.attrs["Config"]["Cmd"] or []
-    command = ["flwr", *command[len(OPERATOR_FLWR):]] if command[:len(OPERATOR_FLWR)] == OPERATOR_FLWR else command
+    command = ["flwr", *command[len(OPERATOR_FLWR) :]] if command[: len(OPERATOR_FLWR)] == OPERATOR_FLWR else command
     return f"container {container.name} ({' '.join(command)})"
 
 
@@ -71,8 +75,10 @@ def refuse_if_running(federation: FlowerFederation) -> None:
     """One line naming the operator container still running, and how to stop it; nothing if none is."""
     going_on = running_operators(federation)
     if going_on:
-        raise FLTestError(f"an experiment still runs next to the SuperLink: {describe_operator(going_on[0])}; "
-                          "stop it with: fltest-flower stop")  # fmt: skip
+        raise FLTestError(
+            f"an experiment still runs next to the SuperLink: {describe_operator(going_on[0])}; "
+            "stop it with: fltest-flower stop"
+        )
 
 
 def stop_operator(container, timeout_s: float = STOP_TIMEOUT_S) -> str:
@@ -112,13 +118,17 @@ def flower_runs(federation: FlowerFederation) -> list[dict]:
 
 def describe_flower_run(run: dict) -> str:
     """One Flower run as ``fltest-flower list`` shows it: ``run <id>  <status>  <App id> <version>  <seconds> s``."""
-    return f"run {run['run-id']:>20}  {run.get('status', '?'):20}  {run.get('fab-id', '?')} {run.get('fab-version', '')}  " \
-           f"{float(run.get('elapsed') or 0):.1f} s"  # fmt: skip
+    return (
+        f"run {run['run-id']:>20}  {run.get('status', '?'):20}  {run.get('fab-id', '?')} {run.get('fab-version', '')}  "
+        f"{float(run.get('elapsed') or 0):.1f} s"
+    )
 
 
 def unfinished_flower_runs(federation: FlowerFederation) -> list[int]:
     """The Flower runs on the SuperLink that have not finished (pending, starting, running)."""
-    return [int(run["run-id"]) for run in flower_runs(federation) if not str(run.get("status", "")).startswith(FINISHED)]
+    return [
+        int(run["run-id"]) for run in flower_runs(federation) if not str(run.get("status", "")).startswith(FINISHED)
+    ]
 
 
 def stop_flower_runs(federation: FlowerFederation, run_ids: list[int]) -> list[int]:

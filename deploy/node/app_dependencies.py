@@ -23,7 +23,9 @@ from packaging.utils import canonicalize_name
 from deploy.images import variant_tag
 
 KIT_PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"  # FLTest's own (in the image: /opt/fltest/app/)
-RUN_OPTIONS_WITH_VALUE = frozenset({"--federation", "--run-config", "-c", "--federation-config", "--format"})  # flwr run's
+RUN_OPTIONS_WITH_VALUE = frozenset(
+    {"--federation", "--run-config", "-c", "--federation-config", "--format"}
+)  # flwr run's
 NO_EXTRA = {"extra": ""}  # the marker environment of a requirement asked for without an extra
 
 Installed = Callable[[str], "str | None"]
@@ -62,8 +64,11 @@ def _extra_requirements(name: str, extras: set[str]) -> list[Requirement]:
     found = []
     for text in requires:
         requirement = Requirement(text)
-        if requirement.marker is not None and not requirement.marker.evaluate(NO_EXTRA) and any(
-                requirement.marker.evaluate({"extra": extra}) for extra in extras):  # fmt: skip
+        if (
+            requirement.marker is not None
+            and not requirement.marker.evaluate(NO_EXTRA)
+            and any(requirement.marker.evaluate({"extra": extra}) for extra in extras)
+        ):
             requirement.marker = None  # asked for through the extra: needed whatever the environment's extra
             found.append(requirement)
     return found
@@ -99,8 +104,12 @@ def kit_extras(pyproject: Path = KIT_PYPROJECT) -> dict[str, str]:
     """FLTest's pyproject extras an image variant can have, by the canonical name of each package they hold."""
     with pyproject.open("rb") as file:
         optional = tomllib.load(file)["project"]["optional-dependencies"]
-    return {canonicalize_name(Requirement(text).name): extra for extra, texts in optional.items() if extra != "dashboard"
-            for text in texts}  # fmt: skip
+    return {
+        canonicalize_name(Requirement(text).name): extra
+        for extra, texts in optional.items()
+        if extra != "dashboard"
+        for text in texts
+    }
 
 
 def remedy(unmet: list[Unmet], image: str, extras: dict[str, str]) -> str:
@@ -109,12 +118,16 @@ def remedy(unmet: list[Unmet], image: str, extras: dict[str, str]) -> str:
     if all(item.version is None and item.name in extras for item in unmet):
         chosen = tuple(sorted({extras[item.name] for item in unmet}))
         variant = variant_tag(image or "<image>", chosen)
-        return (f"build the image variant that has {'them' if len(unmet) > 1 else 'it'}: fltest-deploy build --extras "
-                f"{','.join(chosen)}, then run the federation on {variant} (FLTEST_IMAGE for fltest-flower up, fltest_image "
-                "for cluster.yml)")  # fmt: skip
-    return ("add what the App needs to an extra of FLTest's pyproject.toml (e.g. app = [\"<package>==<version>\"]) and build "
-            "that image variant: fltest-deploy build --extras app, then run the federation on it (FLTEST_IMAGE for "
-            "fltest-flower up, fltest_image for cluster.yml)")  # fmt: skip
+        return (
+            f"build the image variant that has {'them' if len(unmet) > 1 else 'it'}: fltest-deploy build --extras "
+            f"{','.join(chosen)}, then run the federation on {variant} (FLTEST_IMAGE for fltest-flower up, fltest_image "
+            "for cluster.yml)"
+        )
+    return (
+        'add what the App needs to an extra of FLTest\'s pyproject.toml (e.g. app = ["<package>==<version>"]) and build '
+        "that image variant: fltest-deploy build --extras app, then run the federation on it (FLTEST_IMAGE for "
+        "fltest-flower up, fltest_image for cluster.yml)"
+    )
 
 
 def app_folder(args: list[str]) -> Path | None:
@@ -134,7 +147,9 @@ def app_folder(args: list[str]) -> Path | None:
     return None if app.startswith("@") else Path(app).expanduser()
 
 
-def check_app(folder: Path, image: str, installed: Installed = installed_version, pyproject: Path = KIT_PYPROJECT) -> str | None:
+def check_app(
+    folder: Path, image: str, installed: Installed = installed_version, pyproject: Path = KIT_PYPROJECT
+) -> str | None:
     """The one line refusing the App in ``folder`` whose ``[project] dependencies`` this environment (the image
     ``image``) does not meet, naming each and the image variant to build; ``None`` when it meets them all.
 
@@ -150,5 +165,7 @@ def check_app(folder: Path, image: str, installed: Installed = installed_version
     if not unmet:
         return None
     described = ", ".join(map(str, unmet))
-    return (f"flwr run: {path}: project.dependencies: {described}: not in the image {image or 'of the SuperNodes'}, and the kit "
-            f"installs nothing at run time; {remedy(unmet, image, kit_extras(pyproject))}")  # fmt: skip
+    return (
+        f"flwr run: {path}: project.dependencies: {described}: not in the image {image or 'of the SuperNodes'}, and the kit "
+        f"installs nothing at run time; {remedy(unmet, image, kit_extras(pyproject))}"
+    )

@@ -47,9 +47,15 @@ def head_unreachable(address: str, timeout_s: float = 2.0) -> str | None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Check the ports given on the command line against this node's own address, and the head if given."""
     parser = argparse.ArgumentParser(prog="python -m deploy.node.healthcheck", description=__doc__.splitlines()[0])
-    parser.add_argument("ports", nargs="+", type=port_number,
-                        help=f"this node's ports that must accept connections: numbers or names ({', '.join(PORTS)})")
-    parser.add_argument("--head", help="a worker's head, <host>[:<port>] (default port: the GCS's): must accept a connection too")
+    parser.add_argument(
+        "ports",
+        nargs="+",
+        type=port_number,
+        help=f"this node's ports that must accept connections: numbers or names ({', '.join(PORTS)})",
+    )
+    parser.add_argument(
+        "--head", help="a worker's head, <host>[:<port>] (default port: the GCS's): must accept a connection too"
+    )
     args = parser.parse_args(argv)
     host = socket.gethostbyname(socket.gethostname())
     problems = []

@@ -16,9 +16,14 @@ def live_nodes(address: str) -> list[dict]:
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
         return [
-            {"hostname": n["NodeManagerHostname"], "ip": n["NodeManagerAddress"], "cpus": n["Resources"].get("CPU", 0.0),
-             "gpus": n["Resources"].get("GPU", 0.0),
-             "node_id": n["NodeID"], "start": (n.get("Labels") or {}).get(NODE_START_LABEL, "")}  # fmt: skip
+            {
+                "hostname": n["NodeManagerHostname"],
+                "ip": n["NodeManagerAddress"],
+                "cpus": n["Resources"].get("CPU", 0.0),
+                "gpus": n["Resources"].get("GPU", 0.0),
+                "node_id": n["NodeID"],
+                "start": (n.get("Labels") or {}).get(NODE_START_LABEL, ""),
+            }
             for n in ray.nodes()
             if n["Alive"]
         ]

@@ -59,8 +59,16 @@ NODE_START_LABEL = "fltest-node-start"
 NODE_START_FILE = KIT.ray_node_start_file
 
 
-def start_args(role: str, num_cpus: int, object_store_bytes: int, address: str | None, node_ip: str | None,
-               dashboard_host: str | None = None, start_id: str | None = None, num_gpus: int = 0) -> list[str]:
+def start_args(
+    role: str,
+    num_cpus: int,
+    object_store_bytes: int,
+    address: str | None,
+    node_ip: str | None,
+    dashboard_host: str | None = None,
+    start_id: str | None = None,
+    num_gpus: int = 0,
+) -> list[str]:
     """The ``ray start`` command line for a ``head`` or ``worker`` node.
 
     ``num_gpus``: Ray's ``--num-gpus``, the GPUs this node offers (logical, like ``--num-cpus``: the
@@ -117,17 +125,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deploy.node.ray_start", description=__doc__.splitlines()[0])
     parser.add_argument("role", choices=["head", "worker"])
     parser.add_argument("--num-cpus", type=int, required=True, help="logical CPUs: equal to the node's CPU limit")
-    parser.add_argument("--num-gpus", type=int, default=0,
-                        help="GPUs this node offers to Ray: equal to the GPUs the node (container) is given (default 0)")
+    parser.add_argument(
+        "--num-gpus",
+        type=int,
+        default=0,
+        help="GPUs this node offers to Ray: equal to the GPUs the node (container) is given (default 0)",
+    )
     parser.add_argument("--object-store-bytes", type=int, default=200 * 1024**2)
     parser.add_argument("--address", help=f"worker: the head's <host>:{PORTS['gcs']}")
     parser.add_argument("--node-ip-address", help="the node's cluster IP (needed with host networking)")
-    parser.add_argument("--dashboard", action="store_true", default=os.environ.get(DASHBOARD_VARIABLE) == "1",
-                        help=f"head: run the token-protected dashboard (also {DASHBOARD_VARIABLE}=1)")
-    parser.add_argument("--dashboard-host", default="0.0.0.0",
-                        help="with --dashboard: the address it listens on (default 0.0.0.0, for a container)")
-    parser.add_argument("--refused-exit-code", type=int, default=REFUSED,
-                        help=f"exit code of a refusal to start (default {REFUSED}; 0 with restart: on-failure)")
+    parser.add_argument(
+        "--dashboard",
+        action="store_true",
+        default=os.environ.get(DASHBOARD_VARIABLE) == "1",
+        help=f"head: run the token-protected dashboard (also {DASHBOARD_VARIABLE}=1)",
+    )
+    parser.add_argument(
+        "--dashboard-host",
+        default="0.0.0.0",
+        help="with --dashboard: the address it listens on (default 0.0.0.0, for a container)",
+    )
+    parser.add_argument(
+        "--refused-exit-code",
+        type=int,
+        default=REFUSED,
+        help=f"exit code of a refusal to start (default {REFUSED}; 0 with restart: on-failure)",
+    )
     args = parser.parse_args(argv)
     if args.role == "worker" and not args.address:
         parser.error(f"--address: a worker needs the head's <host>:{PORTS['gcs']}")
@@ -143,8 +166,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     start_id = uuid.uuid4().hex
     with open(NODE_START_FILE, "w") as handle:  # read by the host's readiness check (docker exec cat)
         handle.write(start_id)
-    command = start_args(args.role, args.num_cpus, args.object_store_bytes, args.address, args.node_ip_address,
-                         dashboard_host, start_id, args.num_gpus)  # fmt: skip
+    command = start_args(
+        args.role,
+        args.num_cpus,
+        args.object_store_bytes,
+        args.address,
+        args.node_ip_address,
+        dashboard_host,
+        start_id,
+        args.num_gpus,
+    )
     if dashboard_host is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [DASHBOARD_PACKAGES, os.environ.get("PYTHONPATH")]))
     sys.stdout.flush()

@@ -39,9 +39,9 @@ def run_config(argv: list[str]) -> str | None:
     """The config of an ``fltest run <config> ...`` command line (the console script, or ``-m fltest.cli``), else ``None``."""
     for index, arg in enumerate(argv):
         if PurePosixPath(arg).name == "fltest":
-            rest = argv[index + 1:]
-        elif arg == "-m" and argv[index + 1:index + 2] == ["fltest.cli"]:
-            rest = argv[index + 2:]
+            rest = argv[index + 1 :]
+        elif arg == "-m" and argv[index + 1 : index + 2] == ["fltest.cli"]:
+            rest = argv[index + 2 :]
         else:
             continue
         return rest[1] if len(rest) > 1 and rest[0] == "run" else None
@@ -65,7 +65,9 @@ def fltest_runs() -> list[RunProcess]:
             argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
             config = run_config(argv)
             if config is not None:
-                found.append(RunProcess(int(entry.name), PurePosixPath(config).parent.name, config, _started(int(entry.name))))
+                found.append(
+                    RunProcess(int(entry.name), PurePosixPath(config).parent.name, config, _started(int(entry.name)))
+                )
         except (FileNotFoundError, ProcessLookupError, PermissionError):  # gone meanwhile, or not ours to read
             continue
     return sorted(found, key=lambda run: run.started)

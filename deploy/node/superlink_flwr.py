@@ -32,7 +32,9 @@ from deploy.node.app_dependencies import app_folder, check_app
 from fltest.backends.flwr_deployment.connection import connection_toml, flwr_cli
 from fltest.exit_codes import ExitCode
 
-SUPERLINK_PORT = KIT.superlink_port  # the SuperLink's one HTTPS API, on 127.0.0.1 of its namespace (flower.yml, fleet_proxy.conf)
+SUPERLINK_PORT = (
+    KIT.superlink_port
+)  # the SuperLink's one HTTPS API, on 127.0.0.1 of its namespace (flower.yml, fleet_proxy.conf)
 SUPERLINK_ADDRESS = f"127.0.0.1:{SUPERLINK_PORT}"  # a deployment run's `superlink` next to the SuperLink
 TLS_MOUNT = "/run/secrets/tls"  # the SuperLink's TLS folder in its container (and the Fleet proxy's)
 CA_MOUNT = f"{TLS_MOUNT}/ca.crt"
@@ -53,7 +55,9 @@ def run_flwr(args: list[str], address: str = SUPERLINK_ADDRESS, ca: str = CA_MOU
         public_key = os.environ.get(PUBLIC_KEY_ENV, "")
         if public_key:
             (Path(home) / PUBLIC_KEY_FILE).write_text(public_key)
-        flwr = subprocess.Popen([flwr_cli(), *args], cwd=home if public_key else None, env={**os.environ, "FLWR_HOME": home})
+        flwr = subprocess.Popen(
+            [flwr_cli(), *args], cwd=home if public_key else None, env={**os.environ, "FLWR_HOME": home}
+        )
         try:
             return flwr.wait()
         except KeyboardInterrupt:

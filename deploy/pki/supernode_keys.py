@@ -65,5 +65,7 @@ def check_unique(keys_dir: Path, nodes: list[str]) -> None:
     for node in nodes:
         key = public_key(keys_dir, node)
         if key in owners:
-            raise InputError(f"{node_dir(keys_dir, node)}: same key as SuperNode {owners[key]}; each SuperNode needs its own")
+            raise InputError(
+                f"{node_dir(keys_dir, node)}: same key as SuperNode {owners[key]}; each SuperNode needs its own"
+            )
         owners[key] = node

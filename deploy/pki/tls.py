@@ -43,8 +43,11 @@ def _write_private(path: Path, key: ec.EllipticCurvePrivateKey, owner_uid: int |
     """Write a PEM private key with mode 0600 (owned by ``owner_uid`` when run as root)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
-        handle.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))  # fmt: skip
+        handle.write(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
     if owner_uid is not None and os.geteuid() == 0:
         os.chown(path, owner_uid, owner_uid)
 
@@ -62,7 +65,7 @@ def _san(names: tuple[str, ...]) -> x509.SubjectAlternativeName:
 
 def _certificate(subject: str, public_key, issuer: str, signing_key, *, ca: bool, names: tuple[str, ...] = ()):
     """A certificate valid from now for :data:`VALID_DAYS` days."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
@@ -78,7 +81,9 @@ def _certificate(subject: str, public_key, issuer: str, signing_key, *, ca: bool
     return builder.sign(signing_key, hashes.SHA384())
 
 
-def ensure_tls(folder: Path, names: tuple[str, ...] = DEFAULT_NAMES, container_uid: int = KIT.uid) -> tuple[TlsFiles, bool]:
+def ensure_tls(
+    folder: Path, names: tuple[str, ...] = DEFAULT_NAMES, container_uid: int = KIT.uid
+) -> tuple[TlsFiles, bool]:
     """Create the CA and the SuperLink certificate for ``names`` unless present; returns (files, created).
 
     Existing files are kept as they are (a certificate's names are not checked again).

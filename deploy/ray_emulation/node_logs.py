@@ -29,8 +29,11 @@ def select_nodes(containers: list, node: str | None) -> list:
     if node is None:
         return containers
     exact = [c for c in containers if c.name == node]
-    chosen = exact or [c for c in containers if c.labels.get("com.docker.compose.service") == node
-                       or _dashed(c.name).endswith(_dashed(node))]
+    chosen = exact or [
+        c
+        for c in containers
+        if c.labels.get("com.docker.compose.service") == node or _dashed(c.name).endswith(_dashed(node))
+    ]
     if not chosen:
         known = ", ".join(c.name for c in containers) or "none"
         raise InputError(f"node {node}: no such container in the project (containers: {known})")
@@ -66,8 +69,10 @@ def print_node_logs(container, lines: int, files: list[str] | None = None, out: 
     """Print the container's log and the tail of its Ray logs (``files``, else :data:`KEY_LOGS`), each under a heading."""
     container.reload()
     state = container.attrs["State"]
-    print(f"== {container.name} ({container.status}, exit code {state.get('ExitCode')}): container log, last {lines} lines",
-          file=out)  # fmt: skip
+    print(
+        f"== {container.name} ({container.status}, exit code {state.get('ExitCode')}): container log, last {lines} lines",
+        file=out,
+    )
     print("\n".join(_tail(container.logs(), lines)), file=out)
     logs = ray_logs(container)
     if not logs:

@@ -68,8 +68,11 @@ class RayEmulation(ComposeProject):
         """The cluster's compose file, with the dashboard override when :attr:`dashboard` is set, and the GPU
         device requests when the settings ask for any (:meth:`write_gpu_override` writes that file for them)."""
         gpu_file = self.write_gpu_override()
-        return ([self.directory / COMPOSE_FILE] + ([self.directory / DASHBOARD_FILE] if self.dashboard else [])
-                + ([gpu_file] if gpu_file else []))  # fmt: skip
+        return (
+            [self.directory / COMPOSE_FILE]
+            + ([self.directory / DASHBOARD_FILE] if self.dashboard else [])
+            + ([gpu_file] if gpu_file else [])
+        )
 
     def gpu_counts(self) -> dict[str, int]:
         """Each node service's GPUs, from the settings (``RAY_HEAD_GPUS``, ``RAY_WORKER_GPUS``; also Ray's ``--num-gpus``)."""
@@ -101,8 +104,13 @@ class RayEmulation(ComposeProject):
         services = yaml.safe_load(self.compose("config").stdout)["services"]
         head, worker = services[HEAD_SERVICE], services[WORKER_SERVICE]
         workers = int(worker.get("scale", worker.get("deploy", {}).get("replicas", 1)))
-        return ClusterShape(head_cpus=float(head["cpus"]), workers=workers, worker_cpus=float(worker["cpus"]),
-                            head_gpus=command_gpus(head["command"]), worker_gpu_total=workers * command_gpus(worker["command"]))  # fmt: skip
+        return ClusterShape(
+            head_cpus=float(head["cpus"]),
+            workers=workers,
+            worker_cpus=float(worker["cpus"]),
+            head_gpus=command_gpus(head["command"]),
+            worker_gpu_total=workers * command_gpus(worker["command"]),
+        )
 
     def deployed_shape(self, client) -> ClusterShape | None:
         """The shape of the node containers the project has (running or stopped), or ``None`` if it has no head.
@@ -116,10 +124,14 @@ class RayEmulation(ComposeProject):
             return None
         workers = self.containers(client, WORKER_SERVICE, include_stopped=True)
         cpus = [c.attrs["HostConfig"]["NanoCpus"] / 1e9 for c in workers]
-        return ClusterShape(head_cpus=heads[0].attrs["HostConfig"]["NanoCpus"] / 1e9, workers=len(workers),
-                            worker_cpus=max(cpus, default=0.0), worker_cpu_total=sum(cpus),
-                            head_gpus=command_gpus(heads[0].attrs["Config"]["Cmd"]),
-                            worker_gpu_total=sum(command_gpus(c.attrs["Config"]["Cmd"]) for c in workers))  # fmt: skip
+        return ClusterShape(
+            head_cpus=heads[0].attrs["HostConfig"]["NanoCpus"] / 1e9,
+            workers=len(workers),
+            worker_cpus=max(cpus, default=0.0),
+            worker_cpu_total=sum(cpus),
+            head_gpus=command_gpus(heads[0].attrs["Config"]["Cmd"]),
+            worker_gpu_total=sum(command_gpus(c.attrs["Config"]["Cmd"]) for c in workers),
+        )
 
     def head(self, client):
         """The running head container; raises a one-line error if there is none."""
@@ -148,8 +160,12 @@ class RayEmulation(ComposeProject):
 
     def ray_temp_volumes(self, client) -> set[str]:
         """The names of the anonymous volumes the project's nodes keep ``/tmp/ray`` in."""
-        return {mount["Name"] for container in self.containers(client, include_stopped=True)
-                for mount in container.attrs["Mounts"] if mount["Type"] == "volume" and mount["Destination"] == RAY_TEMP}  # fmt: skip
+        return {
+            mount["Name"]
+            for container in self.containers(client, include_stopped=True)
+            for mount in container.attrs["Mounts"]
+            if mount["Type"] == "volume" and mount["Destination"] == RAY_TEMP
+        }
 
     def down(self, files: list[Path] | None = None) -> None:
         """Stop and remove the project's containers, networks and volumes (the dashboard's too, if it ran)."""

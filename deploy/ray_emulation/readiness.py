@@ -29,11 +29,16 @@ class ClusterState:
     @property
     def ready(self) -> bool:
         """Every expected node is live and the CPU and GPU totals are the pinned ones."""
-        return (not self.missing and len(self.nodes) == self.shape.nodes and self.cpus == self.shape.cpus
-                and self.gpus == self.shape.gpus)  # fmt: skip
+        return (
+            not self.missing
+            and len(self.nodes) == self.shape.nodes
+            and self.cpus == self.shape.cpus
+            and self.gpus == self.shape.gpus
+        )
 
     def summary(self, of_shape: bool = False) -> str:
         """``3 nodes, 3 CPUs`` (``3/3 nodes, 3/3 CPUs`` with ``of_shape``), GPUs added when the cluster has or expects any."""
+
         def part(count: float, expected: float, unit: str) -> str:
             return f"{count:g}/{expected:g} {unit}" if of_shape else f"{count:g} {unit}"
 
@@ -72,8 +77,11 @@ def cluster_state(project: RayEmulation, client) -> ClusterState:
     the settings ask for.
     """
     shape = project.deployed_shape(client) or project.shape()
-    containers = [c for c in project.containers(client, include_stopped=True)
-                  if c.labels.get(SERVICE_LABEL) in (HEAD_SERVICE, WORKER_SERVICE)]  # not the dashboard's forwarder
+    containers = [
+        c
+        for c in project.containers(client, include_stopped=True)
+        if c.labels.get(SERVICE_LABEL) in (HEAD_SERVICE, WORKER_SERVICE)
+    ]  # not the dashboard's forwarder
     heads = [c for c in containers if c.labels.get(SERVICE_LABEL) == HEAD_SERVICE and c.status == "running"]
     ray_nodes = live_ray_nodes(heads[0]) if heads else []
     current = {(c.attrs["Config"]["Hostname"], node_start(c)): c.name for c in containers if c.status == "running"}
@@ -83,9 +91,14 @@ def cluster_state(project: RayEmulation, client) -> ClusterState:
     missing = [f"{c.name} ({c.status}, not in Ray)" for c in containers if c.name not in nodes]
     if len(containers) < shape.nodes:
         missing.append(f"{shape.nodes - len(containers)} node container(s) not created")
-    return ClusterState(shape=shape, nodes=nodes, missing=missing, cpus=sum(n["cpus"] for n in ray_nodes),
-                        node_gpus={name: n.get("gpus", 0.0) for name, n in listed.items()},
-                        gpus=sum(n.get("gpus", 0.0) for n in ray_nodes))  # fmt: skip
+    return ClusterState(
+        shape=shape,
+        nodes=nodes,
+        missing=missing,
+        cpus=sum(n["cpus"] for n in ray_nodes),
+        node_gpus={name: n.get("gpus", 0.0) for name, n in listed.items()},
+        gpus=sum(n.get("gpus", 0.0) for n in ray_nodes),
+    )
 
 
 def wait_until_ready(project: RayEmulation, client, timeout_s: float = 180.0) -> ClusterState:
@@ -102,7 +115,10 @@ def wait_until_ready(project: RayEmulation, client, timeout_s: float = 180.0) ->
             print(f"[wait] Ray reports {summary}", file=sys.stderr, flush=True)
             last = summary
         if time.monotonic() >= deadline:
-            what = "; ".join(state.missing) or (f"CPU total {state.cpus:g}, expected {shape.cpus:g}" if state.cpus != shape.cpus
-                                                else f"GPU total {state.gpus:g}, expected {shape.gpus:g}")  # fmt: skip
+            what = "; ".join(state.missing) or (
+                f"CPU total {state.cpus:g}, expected {shape.cpus:g}"
+                if state.cpus != shape.cpus
+                else f"GPU total {state.gpus:g}, expected {shape.gpus:g}"
+            )
             raise FLTestError(f"Ray cluster {project.name} not ready after {timeout_s:g}s ({summary}): missing {what}")
         time.sleep(POLL_INTERVAL_S)

@@ -101,7 +101,9 @@ def exec_json(container, command: list[str]) -> object:
     out, err = result.output
     if result.exit_code != 0:
         lines = (err or out or b"").decode(errors="replace").strip().splitlines()
-        raise FLTestError(f"{container.name}: {' '.join(command[:4])} exited {result.exit_code}: {lines[-1] if lines else ''}")
+        raise FLTestError(
+            f"{container.name}: {' '.join(command[:4])} exited {result.exit_code}: {lines[-1] if lines else ''}"
+        )
     return json.loads((out or b"[]").decode().strip().splitlines()[-1])
 
 
@@ -125,8 +127,10 @@ def refuse_if_running(head) -> None:
     """One line naming the run still going on in ``head``, and how to stop it; nothing if none is."""
     going_on = runs_in(head)
     if going_on:
-        raise FLTestError(f"{head.name} still runs an experiment: {describe_run(going_on[0])}; stop it and bring its results "
-                          "back with: fltest-deploy stop")  # fmt: skip
+        raise FLTestError(
+            f"{head.name} still runs an experiment: {describe_run(going_on[0])}; stop it and bring its results "
+            "back with: fltest-deploy stop"
+        )
 
 
 def _head_state(head, settle_s: float = 0.0) -> str | None:
@@ -170,7 +174,9 @@ def run_in_head(head, config_path: Path, config: ExperimentConfig, results_dir: 
     run = StreamedRun(head, command)
     try:
         run.wait()
-    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM here: stop the run where it runs, then bring back what it made
+    except (
+        KeyboardInterrupt
+    ) as interrupt:  # Ctrl-C or SIGTERM here: stop the run where it runs, then bring back what it made
         stopped = stop_runs_in(head, run_id)
         run.wait(STREAM_END_WAIT_S)
         copied, _ = _bring_back(head, staged, config, results_dir, _head_state(head))
@@ -179,25 +185,33 @@ def run_in_head(head, config_path: Path, config: ExperimentConfig, results_dir: 
         interrupt.stopped = f"fltest run in {head.name} (runs/{run_id}) {outcome}; {where}"
         raise
     exit_code = run.exit_code
-    ended = _head_state(head, settle_s=0.0 if exit_code is not None and exit_code < 128 else 10.0)  # killed: 128 + signal
+    ended = _head_state(
+        head, settle_s=0.0 if exit_code is not None and exit_code < 128 else 10.0
+    )  # killed: 128 + signal
     copied, ended = _bring_back(head, staged, config, results_dir, ended)
     if ended is not None or exit_code is None:
-        where = (f"partial results copied to {results_dir / config.name}" if copied
-                 else f"no results copied; they stay in the work volume at runs/{run_id}/results")  # fmt: skip
+        where = (
+            f"partial results copied to {results_dir / config.name}"
+            if copied
+            else f"no results copied; they stay in the work volume at runs/{run_id}/results"
+        )
         raise RunFailed(f"{head.name} stopped during the run ({ended or 'its output stream broke'}): {where}")
     if copied:
         print(f"[run] results: {results_dir / config.name}", file=sys.stderr, flush=True)
     return exit_code
 
 
-def _bring_back(head, staged: PurePosixPath, config: ExperimentConfig, results_dir: Path,
-                ended: str | None) -> tuple[bool, str | None]:  # fmt: skip
+def _bring_back(
+    head, staged: PurePosixPath, config: ExperimentConfig, results_dir: Path, ended: str | None
+) -> tuple[bool, str | None]:
     """Copy the staged run's results to ``results_dir`` and, while the head runs, remove the staged folder.
 
     Returns whether any results were copied, and how the head ended (``ended``, or a copy that failed).
     """
     try:
-        copied = ended != "removed" and _extract_results(head, staged / "results" / config.name, results_dir / config.name)
+        copied = ended != "removed" and _extract_results(
+            head, staged / "results" / config.name, results_dir / config.name
+        )
     except (docker_errors.APIError, tarfile.TarError, OSError) as exc:
         return False, f"{ended or 'running'}; copying its results failed: {exc}"
     if ended is None:
@@ -221,7 +235,9 @@ def rescue_staged_results(containers: list, results_dir: Path) -> list[Path]:
         except docker_errors.NotFound:
             continue
         with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
-            members = [m for m in tar.getmembers() if len(Path(m.name).parts) >= 3 and Path(m.name).parts[2] == "results"]
+            members = [
+                m for m in tar.getmembers() if len(Path(m.name).parts) >= 3 and Path(m.name).parts[2] == "results"
+            ]
             run_ids = sorted({Path(m.name).parts[1] for m in members})
             rescued = []
             for run_id in run_ids:

@@ -17,10 +17,9 @@ from typing import Any
 
 import annotated_types
 import yaml
+from markdown_table import code, table
 from pydantic import BaseModel, Tag
 from pydantic.fields import FieldInfo
-
-from markdown_table import code, table
 
 
 @dataclass(frozen=True)

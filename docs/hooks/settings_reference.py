@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-
 from markdown_table import code, table
 
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -13,7 +13,6 @@ from fltest.params import Params
 from fltest.rounds import RunProgress
 
 
-
 @dataclass(frozen=True)
 class RunJob:
     """One run to carry out: the experiment, the run's own settings, its data, and where it reports.
@@ -44,7 +43,7 @@ class Backend(ABC):
         """Which shard variant the backend reads: memory-mapped by default."""
         return "mmap"
 
-    def check(self, config: ExperimentConfig, run: RunConfig) -> None:
+    def check(self, config: ExperimentConfig, run: RunConfig) -> None:  # noqa: B027 (a hook: nothing to check by default)
         """Raise :class:`fltest.errors.InputError` if the run cannot start here (before any output).
 
         Its options were checked by the schema; this checks what the schema cannot (files, other keys).
@@ -61,4 +60,3 @@ class Backend(ABC):
     @abstractmethod
     def run(self, job: RunJob) -> None:
         """Carry out the run, reporting every round."""
-

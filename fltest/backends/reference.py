@@ -31,10 +31,14 @@ class ReferenceBackend(Backend):
             selected = select_clients(shards.num_clients, config.training.fraction_fit, config.seed, server_round)
             if isinstance(server, ControlledAveraging):
                 server_control = server.control(params)
-                updates = [controls[pid].train(config, job.hooks, pid, server_round, params, server_control, *client_data[pid])
-                           for pid in selected]  # fmt: skip
+                updates = [
+                    controls[pid].train(config, job.hooks, pid, server_round, params, server_control, *client_data[pid])
+                    for pid in selected
+                ]
             else:
-                updates = [client_update(config, job.hooks, pid, server_round, params, *client_data[pid]) for pid in selected]
+                updates = [
+                    client_update(config, job.hooks, pid, server_round, params, *client_data[pid]) for pid in selected
+                ]
             _, train_metrics = aggregate(updates)
             params = server.apply(params, updates)
             job.progress.round_done(RoundResult(server_round, params, train_metrics, selected))

@@ -71,16 +71,16 @@ def load_config(path: str | Path) -> ExperimentConfig:
             data_path = config_dir / data_path
         if not data_path.is_dir():
             raise InputError(f"{path}: dataset.path: folder not found: {data_path}")
-        config = config.model_copy(
-            update={"dataset": config.dataset.model_copy(update={"path": data_path})}
-        )
+        config = config.model_copy(update={"dataset": config.dataset.model_copy(update={"path": data_path})})
     if str(config_dir) not in sys.path:
         sys.path.insert(0, str(config_dir))
     from fltest.model.load import check_strategy, load_model  # here: fltest.model imports the config's types
 
     try:
         load_hooks(config.hooks)
-        check_strategy(load_model(config.model), config.training.strategy)  # a user's model module: imported and checked here
+        check_strategy(
+            load_model(config.model), config.training.strategy
+        )  # a user's model module: imported and checked here
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     return config
@@ -96,11 +96,17 @@ def config_path(path: Path, config_dir: Path, home: Path | None = None) -> Path:
 def _with_root_certificates_resolved(config: ExperimentConfig, config_dir: Path) -> ExperimentConfig:
     """``config`` with every deployment run's ``root_certificates`` made absolute (:func:`config_path`)."""
     runs = [
-        run.model_copy(update={"options": run.options.model_copy(
-            update={"root_certificates": config_path(run.options.root_certificates, config_dir)})})
-        if isinstance(run, FlwrDeploymentRun) else run
+        run.model_copy(
+            update={
+                "options": run.options.model_copy(
+                    update={"root_certificates": config_path(run.options.root_certificates, config_dir)}
+                )
+            }
+        )
+        if isinstance(run, FlwrDeploymentRun)
+        else run
         for run in config.runs
-    ]  # fmt: skip
+    ]
     return config.model_copy(update={"runs": runs})
 
 

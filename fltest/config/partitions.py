@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Discriminator, Field, PositiveInt, StrictBool, Tag
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PositiveInt,
+    StrictBool,
+    Tag,
+)
 
 
 def _positive(alpha: float | list[float]) -> float | list[float]:
@@ -22,7 +32,7 @@ def _positive(alpha: float | list[float]) -> float | list[float]:
     return alpha
 
 
-Alpha = Annotated[Union[float, list[float]], AfterValidator(_positive)]
+Alpha = Annotated[float | list[float], AfterValidator(_positive)]
 
 METHOD = "The partitioner (flwr-datasets 0.6.1's, by name)."
 ALPHA = "The Dirichlet concentration: one value for every class, or one a class; each above 0 (small: more skewed)."
@@ -35,13 +45,17 @@ class _Partition(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     min_samples_per_client: PositiveInt = Field(
-        1, validation_alias=AliasChoices("min_samples_per_client", "min_partition_size"),
+        1,
+        validation_alias=AliasChoices("min_samples_per_client", "min_partition_size"),
         description="The fewest training rows a client may get, for every method; the Dirichlet partitioners redraw "
-        "until it holds (flwr-datasets' `min_partition_size`, also accepted as a key).")
+        "until it holds (flwr-datasets' `min_partition_size`, also accepted as a key).",
+    )
 
     flwr_class: ClassVar[str]  # the flwr_datasets.partitioner class built
     partitions_by_label: ClassVar[bool] = False  # the label column is its partition_by
-    sized_by_client_count: ClassVar[bool] = True  # it takes num_partitions (the others: a size each, or a column's values)
+    sized_by_client_count: ClassVar[bool] = (
+        True  # it takes num_partitions (the others: a size each, or a column's values)
+    )
     seeded: ClassVar[bool] = False  # it draws at random: the experiment's seed is its seed
 
     def by_column(self) -> str | None:
@@ -106,7 +120,8 @@ class DirichletPartition(_Partition):
     method: Literal["dirichlet"] = Field(description=METHOD)
     alpha: Alpha = Field(description=ALPHA)
     self_balancing: StrictBool = Field(
-        False, description="Stop giving a class's rows to a client that already holds more than an equal share.")
+        False, description="Stop giving a class's rows to a client that already holds more than an equal share."
+    )
     shuffle: StrictBool = Field(True, description=SHUFFLE)
 
     def flwr_params(self, num_clients: int, label: str, seed: int) -> dict[str, Any]:
@@ -135,10 +150,13 @@ class ShardPartition(_Partition):
     seeded = True
     method: Literal["shard", "shards"] = Field(description=METHOD)
     num_shards_per_partition: PositiveInt | None = Field(
-        None, validation_alias=AliasChoices("num_shards_per_partition", "shards_per_client"),
-        description="Shards each client gets (`shards_per_client`, FLTest's earlier spelling, too).")  # fmt: skip
+        None,
+        validation_alias=AliasChoices("num_shards_per_partition", "shards_per_client"),
+        description="Shards each client gets (`shards_per_client`, FLTest's earlier spelling, too).",
+    )
     shard_size: PositiveInt | None = Field(
-        None, description="Rows a shard holds (instead of, or with, the shard count).")
+        None, description="Rows a shard holds (instead of, or with, the shard count)."
+    )
     keep_incomplete_shard: StrictBool = Field(False, description="Deal out the last shard when it is not full.")
     shuffle: StrictBool = Field(True, description=SHUFFLE)
 
@@ -152,7 +170,8 @@ class PathologicalPartition(_Partition):
     method: Literal["pathological"] = Field(description=METHOD)
     num_classes_per_partition: PositiveInt = Field(description="The number of classes each client holds.")
     class_assignment_mode: Literal["random", "deterministic", "first-deterministic"] = Field(
-        "random", description="How classes are assigned to clients (flwr-datasets' modes).")
+        "random", description="How classes are assigned to clients (flwr-datasets' modes)."
+    )
     shuffle: StrictBool = Field(True, description=SHUFFLE)
 
 
@@ -173,7 +192,8 @@ class ContinuousPartition(_Partition):
     method: Literal["continuous"] = Field(description=METHOD)
     partition_by: str = Field(description="The numeric column the rows are ordered by.")
     strictness: Annotated[float, Field(ge=0, le=1)] = Field(
-        description="0: the column does not matter (near iid); 1: the rows go to clients strictly in its order.")
+        description="0: the column does not matter (near iid); 1: the rows go to clients strictly in its order."
+    )
     shuffle: StrictBool = Field(True, description=SHUFFLE)
 
 
@@ -194,7 +214,7 @@ def partition_method(value: Any) -> str | None:
 
 
 PartitionConfig = Annotated[
-    Union[tuple(Annotated[model, Tag(method)] for method, model in _MODELS.items())],  # type: ignore[valid-type]
+    Union[tuple(Annotated[model, Tag(method)] for method, model in _MODELS.items())],  # type: ignore[valid-type]  # noqa: UP007 (a union built from a table: no | form)
     Discriminator(partition_method),
 ]
 

@@ -9,7 +9,7 @@ words those refusals the way FLTest always has (``runs.<run name>.options.<key>:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
@@ -40,17 +40,20 @@ class FlwrDeploymentOptions(_Options):
 
     mode: Literal["deployment"] = Field(description="`deployment`: a SuperLink and its SuperNodes.")
     superlink: Annotated[str, Field(pattern=SUPERLINK_PATTERN)] = Field(
-        description="The SuperLink's Control API, `<host>:<port>` (the kit's: `127.0.0.1:9443`, in its namespace).")
+        description="The SuperLink's Control API, `<host>:<port>` (the kit's: `127.0.0.1:9443`, in its namespace)."
+    )
     root_certificates: Path = Field(  # ``~`` is expanded where it is used
         description="The CA file the SuperLink's certificate is checked with, relative to the config file "
-        "(`~`: the home of whoever reads the config).")
+        "(`~`: the home of whoever reads the config)."
+    )
 
 
 class NVFlareOptions(_Options):
     """The NVFlare simulator; ``keep_workspace`` keeps its job and workspace in the run folder."""
 
     keep_workspace: StrictBool = Field(
-        False, description="Keep the run's NVFlare job and simulator workspace in `<run folder>/nvflare/`.")
+        False, description="Keep the run's NVFlare job and simulator workspace in `<run folder>/nvflare/`."
+    )
 
 
 class _Run(BaseModel):
@@ -59,7 +62,8 @@ class _Run(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)] = Field(
-        description="The run's name, unique in the experiment: its results folder.")
+        description="The run's name, unique in the experiment: its results folder."
+    )
 
 
 class ReferenceRun(_Run):
@@ -81,7 +85,8 @@ class FlwrDeploymentRun(_Run):
 
     framework: Literal["flwr"] = Field(description="`flwr`: Flower 1.42.")
     options: FlwrDeploymentOptions = Field(
-        description="A deployment's options: `mode`, `superlink`, `root_certificates`.")
+        description="A deployment's options: `mode`, `superlink`, `root_certificates`."
+    )
 
 
 class NVFlareRun(_Run):
@@ -102,12 +107,10 @@ def run_kind(run: Any) -> str | None:
 
 
 RunConfig = Annotated[
-    Union[
-        Annotated[ReferenceRun, Tag("reference")],
-        Annotated[FlwrSimulationRun, Tag("flwr-simulation")],
-        Annotated[FlwrDeploymentRun, Tag("flwr-deployment")],
-        Annotated[NVFlareRun, Tag("nvflare")],
-    ],
+    Annotated[ReferenceRun, Tag("reference")]
+    | Annotated[FlwrSimulationRun, Tag("flwr-simulation")]
+    | Annotated[FlwrDeploymentRun, Tag("flwr-deployment")]
+    | Annotated[NVFlareRun, Tag("nvflare")],
     Discriminator(run_kind),
 ]
 

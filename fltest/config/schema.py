@@ -28,23 +28,31 @@ class DatasetConfig(_Strict):
 
     source: Literal["digits", "hub", "disk"] = Field(
         description="`digits` (scikit-learn's bundled 8x8 digits, offline), `hub` (a Hugging Face dataset, `name`) "
-        "or `disk` (a `save_to_disk` folder, `path`).")
+        "or `disk` (a `save_to_disk` folder, `path`)."
+    )
     name: str | None = Field(None, description="The Hugging Face dataset id; `source: hub` only, and required there.")
     revision: str | None = Field(
-        None, description="The hub dataset's revision (a branch, tag or commit); `source: hub` only.")
+        None, description="The hub dataset's revision (a branch, tag or commit); `source: hub` only."
+    )
     split: str = Field(
-        "train", description="The split read from the source; its test part is held out (`test_fraction`).")
+        "train", description="The split read from the source; its test part is held out (`test_fraction`)."
+    )
     path: Path | None = Field(
-        None, description="A `save_to_disk` folder, relative to the config file; `source: disk` only, and required "
-        "there.")
+        None,
+        description="A `save_to_disk` folder, relative to the config file; `source: disk` only, and required there.",
+    )
     features: list[str] = Field(
-        default_factory=lambda: ["image"], min_length=1,
-        description="The feature columns; each sample keeps its shape, several columns are flattened and joined.")
+        default_factory=lambda: ["image"],
+        min_length=1,
+        description="The feature columns; each sample keeps its shape, several columns are flattened and joined.",
+    )
     label: str = Field("label", description="The label column (integer classes).")
     scale: Annotated[float, Field(gt=0)] = Field(
-        1.0, description="Features are divided by it (16 for digits' pixels, 0..16).")
+        1.0, description="Features are divided by it (16 for digits' pixels, 0..16)."
+    )
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = Field(
-        0.2, description="The share of the rows held out for the server's evaluation of the global model.")
+        0.2, description="The share of the rows held out for the server's evaluation of the global model."
+    )
     max_samples: PositiveInt | None = Field(None, description="At most this many rows of the source (none: all).")
 
     @model_validator(mode="after")
@@ -68,17 +76,23 @@ class ModelConfig(_Strict):
     """
 
     type: Literal["logreg", "mlp"] = Field(
-        "logreg", description="The built-in numpy model (float64): `logreg` (softmax regression) or `mlp` "
-        "(ReLU layers).")
+        "logreg",
+        description="The built-in numpy model (float64): `logreg` (softmax regression) or `mlp` (ReLU layers).",
+    )
     hidden: list[PositiveInt] = Field(
-        default_factory=list, description="The hidden layer sizes of an `mlp`; `mlp` only.")
+        default_factory=list, description="The hidden layer sizes of an `mlp`; `mlp` only."
+    )
     module: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")] | None = Field(
-        None, description="Your own model: a module beside the config (or on `sys.path`) implementing the model "
-        "contract (`init_params`, `train`, `evaluate`); replaces `type` and `hidden`.")
+        None,
+        description="Your own model: a module beside the config (or on `sys.path`) implementing the model "
+        "contract (`init_params`, `train`, `evaluate`); replaces `type` and `hidden`.",
+    )
 
     @model_validator(mode="after")
     def _hidden_fields(self) -> ModelConfig:
-        if self.module is not None and (self.type != "logreg" or self.hidden):  # logreg: the default, dumped with every config
+        if self.module is not None and (
+            self.type != "logreg" or self.hidden
+        ):  # logreg: the default, dumped with every config
             raise ValueError("module: a model module replaces type and hidden; give one or the other")
         if self.type == "mlp" and not self.hidden:
             raise ValueError("hidden: an mlp needs at least one hidden layer size")
@@ -92,20 +106,24 @@ class TrainingConfig(_Strict):
 
     rounds: PositiveInt = Field(description="The number of federated rounds.")
     local_epochs: PositiveInt | None = Field(
-        None, description="Passes over its shard a client makes each round; give exactly one of this and "
-        "`local_steps`.")
+        None, description="Passes over its shard a client makes each round; give exactly one of this and `local_steps`."
+    )
     local_steps: PositiveInt | None = Field(
-        None, description="Minibatch steps a client makes each round; give exactly one of this and `local_epochs`.")
+        None, description="Minibatch steps a client makes each round; give exactly one of this and `local_epochs`."
+    )
     batch_size: PositiveInt = Field(32, description="The minibatch size of local training.")
     learning_rate: Annotated[float, Field(gt=0)] = Field(0.1, description="The clients' learning rate (plain SGD).")
     fraction_fit: Annotated[float, Field(gt=0, le=1)] = Field(
-        1.0, description="The share of clients that train each round (at least one), drawn from the seed.")
+        1.0, description="The share of clients that train each round (at least one), drawn from the seed."
+    )
     round_timeout_s: Annotated[float, Field(gt=0)] = Field(
-        600.0, description="Seconds a client may train in a round; every backend's deadlines derive from it.")
+        600.0, description="Seconds a client may train in a round; every backend's deadlines derive from it."
+    )
     strategy: StrategyConfig = Field(
         default_factory=FedAvgStrategy,
         description="The server strategy: a name with its defaults (`fedadam`) or a mapping with `name` and its "
-        "parameters.")
+        "parameters.",
+    )
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -135,37 +153,49 @@ class CompareConfig(_Strict):
     """
 
     tolerance: Annotated[float, Field(ge=0)] = Field(
-        1e-9, description="The largest |Δw| from the reference's global model after a round at which a run still "
-        "agrees with it; widen it for GPU training.")
+        1e-9,
+        description="The largest |Δw| from the reference's global model after a round at which a run still "
+        "agrees with it; widen it for GPU training.",
+    )
 
 
 class ExperimentConfig(_Strict):
     """A whole experiment: data, model, training, and the runs to compare."""
 
     name: Annotated[str, Field(pattern=RUN_NAME_PATTERN)] = Field(
-        description="The experiment's name: its results folder, `<output.dir>/<name>/`.")
+        description="The experiment's name: its results folder, `<output.dir>/<name>/`."
+    )
     seed: int = Field(0, description="The one seed everything derives from: test split, partition, selection, models.")
     dataset: DatasetConfig = Field(description="Where the data comes from and which columns hold features and label.")
     partition: PartitionConfig = Field(
-        IidPartition(), description="How the training rows are split over clients: a Flower Datasets partitioner, "
-        "by `method` and its parameters.")
+        IidPartition(),
+        description="How the training rows are split over clients: a Flower Datasets partitioner, "
+        "by `method` and its parameters.",
+    )
     clients: Annotated[int, Field(ge=1)] = Field(description="The number of clients (partitions).")
     model: ModelConfig = Field(ModelConfig(), description="The model every client trains.")
     training: TrainingConfig = Field(
-        description="Rounds, local work, client sampling, deadlines and the server strategy.")
+        description="Rounds, local work, client sampling, deadlines and the server strategy."
+    )
     total_cpus: PositiveInt = Field(
-        1, description="CPUs a backend may use on one machine (ignored on a Ray cluster, `FLTEST_RAY_ADDRESS`).")
+        1, description="CPUs a backend may use on one machine (ignored on a Ray cluster, `FLTEST_RAY_ADDRESS`)."
+    )
     total_gpus: Annotated[float, Field(ge=0)] = Field(
-        0, description="GPUs a backend may use; each Flower simulation client asks for `total_gpus / total_cpus` "
-        "of one.")
+        0,
+        description="GPUs a backend may use; each Flower simulation client asks for `total_gpus / total_cpus` of one.",
+    )
     hooks: str | None = Field(
-        None, description="A module of client hooks (`before_local_training`, `after_local_training`, "
-        "`evaluate_metrics`), importable from the config's folder.")
+        None,
+        description="A module of client hooks (`before_local_training`, `after_local_training`, "
+        "`evaluate_metrics`), importable from the config's folder.",
+    )
     output: OutputConfig = Field(OutputConfig(), description="Where results go and what is kept.")
     compare: CompareConfig = Field(CompareConfig(), description="How runs are compared with the reference run.")
     runs: list[RunConfig] = Field(
-        min_length=1, description="The runs to compare: `{name, framework, options}`, `framework` one of `reference`, "
-        "`flwr`, `nvflare`; names unique.")
+        min_length=1,
+        description="The runs to compare: `{name, framework, options}`, `framework` one of `reference`, "
+        "`flwr`, `nvflare`; names unique.",
+    )
 
     @model_validator(mode="after")
     def _unique_runs(self) -> ExperimentConfig:

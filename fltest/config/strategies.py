@@ -8,7 +8,7 @@ the schema with the field's path. The reference's rules live in :mod:`fltest.ser
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,10 +95,13 @@ class ScaffoldStrategy(_Strategy):
 
 
 StrategyConfig = Annotated[
-    Union[
-        FedAvgStrategy, FedProxStrategy, FedAvgMStrategy, FedAdagradStrategy, FedAdamStrategy, FedYogiStrategy,
-        ScaffoldStrategy,
-    ],
+    FedAvgStrategy
+    | FedProxStrategy
+    | FedAvgMStrategy
+    | FedAdagradStrategy
+    | FedAdamStrategy
+    | FedYogiStrategy
+    | ScaffoldStrategy,
     Field(discriminator="name"),
 ]
 
@@ -106,4 +109,3 @@ StrategyConfig = Annotated[
 def named_strategy(value: Any) -> Any:
     """``fedadam`` -> ``{"name": "fedadam"}``: a strategy named alone takes its defaults."""
     return {"name": value} if isinstance(value, str) else value
-

@@ -43,8 +43,12 @@ def flwr_partitioner(config: PartitionConfig, num_clients: int, label: str, seed
     return getattr(fp, config.flwr_class)(**config.flwr_params(num_clients, label, seed))
 
 
-def partition_table(labels: np.ndarray, label: str, columns: Mapping[str, np.ndarray] | None = None,
-                    label_feature: datasets.features.FeatureType | None = None) -> datasets.Dataset:  # fmt: skip
+def partition_table(
+    labels: np.ndarray,
+    label: str,
+    columns: Mapping[str, np.ndarray] | None = None,
+    label_feature: datasets.features.FeatureType | None = None,
+) -> datasets.Dataset:
     """The table a partitioner sees: ``label``, any ``columns`` it partitions by, and each row's position.
 
     ``label_feature``: the source's label type; a ``ClassLabel`` keeps its class names (the plot's legend).
@@ -67,20 +71,30 @@ def _check_drawable(config: PartitionConfig, num_rows: int, num_clients: int) ->
     if method == "shard" and config.num_shards_per_partition is not None:
         shards = num_clients * config.num_shards_per_partition
         if shards > num_rows:
-            raise FieldError(f"partition.shards_per_client: {shards} shards need at least as many training samples, there are {num_rows}")
+            raise FieldError(
+                f"partition.shards_per_client: {shards} shards need at least as many training samples, there are {num_rows}"
+            )
     if method in ("size", "inner_dirichlet"):
         if len(config.partition_sizes) != num_clients:
-            raise FieldError(f"partition.partition_sizes: {len(config.partition_sizes)} sizes for {num_clients} clients")
+            raise FieldError(
+                f"partition.partition_sizes: {len(config.partition_sizes)} sizes for {num_clients} clients"
+            )
         if sum(config.partition_sizes) > num_rows:
-            raise FieldError(f"partition.partition_sizes: {sum(config.partition_sizes)} rows asked, there are {num_rows} training samples")
+            raise FieldError(
+                f"partition.partition_sizes: {sum(config.partition_sizes)} rows asked, there are {num_rows} training samples"
+            )
 
 
-def partition(table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int) -> list[np.ndarray]:
+def partition(
+    table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int
+) -> list[np.ndarray]:
     """Each client's training-row positions (sorted), as flwr-datasets partitions ``table`` (:func:`partition_table`)."""
     return client_positions(partitioner_on(table, num_clients, config, label, seed), num_clients, config)
 
 
-def partitioner_on(table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int) -> Partitioner:
+def partitioner_on(
+    table: datasets.Dataset, num_clients: int, config: PartitionConfig, label: str, seed: int
+) -> Partitioner:
     """The partitioner ``config`` names, given ``table`` (:func:`partition_table`); checks FLTest words itself first."""
     _check_drawable(config, len(table), num_clients)
     partitioner = flwr_partitioner(config, num_clients, label, seed)
@@ -99,15 +113,24 @@ def client_positions(partitioner: Partitioner, num_clients: int, config: Partiti
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the Dirichlet partitioner warns at every redraw
             if partitioner.num_partitions != num_clients:
-                raise FieldError(f"clients: {num_clients}, but partition.partition_by={config.by_column()!r} "
-                                 f"has {partitioner.num_partitions} distinct values (one client each)")  # fmt: skip
-            parts = [np.sort(np.asarray(partitioner.load_partition(i)[ROW_COLUMN], dtype=np.int64)) for i in range(num_clients)]
+                raise FieldError(
+                    f"clients: {num_clients}, but partition.partition_by={config.by_column()!r} "
+                    f"has {partitioner.num_partitions} distinct values (one client each)"
+                )
+            parts = [
+                np.sort(np.asarray(partitioner.load_partition(i)[ROW_COLUMN], dtype=np.int64))
+                for i in range(num_clients)
+            ]
     except ValueError as exc:
         if _canonical(config.method) == "dirichlet":
-            raise FieldError(f"partition.alpha: Dirichlet({config.alpha}) left a client with fewer than "
-                             f"{config.min_samples_per_client} samples in 10 draws; raise alpha or lower clients") from None  # fmt: skip
+            raise FieldError(
+                f"partition.alpha: Dirichlet({config.alpha}) left a client with fewer than "
+                f"{config.min_samples_per_client} samples in 10 draws; raise alpha or lower clients"
+            ) from None
         raise FieldError(f"partition: {config.method}: {str(exc).strip().splitlines()[0]}") from None
     smallest = min(len(p) for p in parts)
     if smallest < config.min_samples_per_client:
-        raise FieldError(f"clients: a client gets {smallest} samples, fewer than partition.min_samples_per_client={config.min_samples_per_client}")
+        raise FieldError(
+            f"clients: a client gets {smallest} samples, fewer than partition.min_samples_per_client={config.min_samples_per_client}"
+        )
     return parts

@@ -30,11 +30,18 @@ def save_label_distribution(partitioner: Partitioner, config: ExperimentConfig, 
     classes = len(set(partitioner.dataset.unique(label)))
     width = min(4 + 0.12 * config.clients, 40)
     fig, _, _ = plot_label_distributions(
-        partitioner, label_name=label, plot_type="bar", size_unit="absolute", figsize=(width, 5),
-        legend=classes <= MAX_LEGEND_CLASSES, legend_title=label,
-        verbose_labels=isinstance(partitioner.dataset.features[label], datasets.ClassLabel),  # class names where the data has them
+        partitioner,
+        label_name=label,
+        plot_type="bar",
+        size_unit="absolute",
+        figsize=(width, 5),
+        legend=classes <= MAX_LEGEND_CLASSES,
+        legend_title=label,
+        verbose_labels=isinstance(
+            partitioner.dataset.features[label], datasets.ClassLabel
+        ),  # class names where the data has them
         title=f"{config.name}: samples per class on each of {config.clients} clients ({config.partition.method}, seed {config.seed})",
-    )  # fmt: skip
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)

@@ -28,7 +28,9 @@ def fixed_size_features(features: datasets.Features) -> datasets.Features:
         if isinstance(feature, _ARRAY_TYPES):
             nested = datasets.Value(feature.dtype)
             for length in reversed(feature.shape):
-                nested = datasets.Sequence(nested, length=-1 if length is None else length)  # a free first dimension: variable
+                nested = datasets.Sequence(
+                    nested, length=-1 if length is None else length
+                )  # a free first dimension: variable
             feature = nested
         fixed[name] = feature
     return datasets.Features(fixed)
@@ -64,7 +66,9 @@ def fixed_size_table(table: pa.Table, features: datasets.Features) -> pa.Table:
         if column.type == field.type:
             columns.append(column)
         elif _regroups(feature, column):
-            columns.append(pa.chunked_array([_fixed_size_chunk(chunk, feature.shape) for chunk in column.chunks], type=field.type))
+            columns.append(
+                pa.chunked_array([_fixed_size_chunk(chunk, feature.shape) for chunk in column.chunks], type=field.type)
+            )
         else:
             columns.append(column.cast(field.type))
     return pa.Table.from_arrays(columns, schema=schema)
@@ -88,7 +92,11 @@ class SourceRows:
         the whole column into memory.
         """
         table = source.with_format("arrow")[:]
-        if all(_regroups(feature, table.column(name)) for name, feature in source.features.items() if isinstance(feature, _ARRAY_TYPES)):
+        if all(
+            _regroups(feature, table.column(name))
+            for name, feature in source.features.items()
+            if isinstance(feature, _ARRAY_TYPES)
+        ):
             table = fixed_size_table(table, source.features)  # views of the source's own buffers
         batches = table.to_batches()
         starts = np.cumsum([0, *(batch.num_rows for batch in batches)])

@@ -31,8 +31,8 @@ from datasets.table import InMemoryTable
 from tqdm import tqdm
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shard_rows import SourceRows
 from fltest.data.plots import save_label_distribution
+from fltest.data.shard_rows import SourceRows
 from fltest.data.sources import label_array, load_source, source_fingerprint
 from fltest.data.split import Split, split_rows
 
@@ -122,7 +122,9 @@ def dataset_arrays(dataset: datasets.Dataset, scale: float) -> tuple[np.ndarray,
     leave their stored dtype: only a client's own shard, when it trains.
     """
     table = dataset.with_format("arrow")[:]  # the shard's rows as one Arrow table, in its stored types
-    parts = [_column_values(dataset, table, name).astype(np.float64) for name in dataset.column_names if name != LABEL_COLUMN]
+    parts = [
+        _column_values(dataset, table, name).astype(np.float64) for name in dataset.column_names if name != LABEL_COLUMN
+    ]
     features = np.concatenate([p.reshape(len(p), -1) for p in parts], axis=1) if len(parts) > 1 else parts[0]
     return features / scale, _column_values(dataset, table, LABEL_COLUMN).reshape(-1).astype(np.int64)
 
@@ -135,7 +137,9 @@ def _column_values(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.
     column, shape = table.column(name).combine_chunks(), []
     if isinstance(column, pa.ExtensionArray):
         column = column.storage
-    while pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type):
+    while (
+        pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type)
+    ):
         if pa.types.is_fixed_size_list(column.type):
             shape.append(column.type.list_size)
         else:
@@ -144,7 +148,9 @@ def _column_values(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.
         column = column.flatten()
     if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
         values = column.to_numpy(zero_copy_only=False)
-        return values.reshape(table.num_rows, *shape) if shape and -1 not in shape else values.reshape(table.num_rows, -1)
+        return (
+            values.reshape(table.num_rows, *shape) if shape and -1 not in shape else values.reshape(table.num_rows, -1)
+        )
     return np.asarray(dataset.with_format("numpy", columns=[name])[:][name])
 
 
@@ -152,7 +158,9 @@ def _shard_columns(source: datasets.Dataset, config: ExperimentConfig) -> datase
     """The source's feature and label columns under the shards' names, still the source's Arrow data."""
     features, label = config.dataset.features, config.dataset.label
     names = {**dict(zip(features, feature_columns(len(features)))), label: LABEL_COLUMN}
-    return source.select_columns([*features, label]).rename_columns({old: new for old, new in names.items() if old != new})
+    return source.select_columns([*features, label]).rename_columns(
+        {old: new for old, new in names.items() if old != new}
+    )
 
 
 def _feature_shape(folder: Path, scale: float) -> tuple[int, ...]:
@@ -167,7 +175,9 @@ def _write_shards(staging: Path, key: str, columns: datasets.Dataset, split: Spl
 
     def write(rows: np.ndarray, folder: Path) -> None:
         part = source_rows.shard_table(rows)  # this part only, in memory
-        fingerprint = hashlib.sha256(f"{key}/{folder.name}".encode()).hexdigest()[:32]  # from the key, not a hash of the data
+        fingerprint = hashlib.sha256(f"{key}/{folder.name}".encode()).hexdigest()[
+            :32
+        ]  # from the key, not a hash of the data
         datasets.Dataset(InMemoryTable(part), fingerprint=fingerprint).save_to_disk(str(folder))
 
     write(split.test_rows, staging / "test")
@@ -232,7 +242,11 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
             "num_classes": int(labels[np.concatenate([split.train_rows, split.test_rows])].max()) + 1,
             "client_sizes": sizes,
             "test_size": int(len(split.test_rows)),
-            "config": {"dataset": config.dataset.model_dump(mode="json"), "partition": config.partition.model_dump(mode="json"), "seed": config.seed},
+            "config": {
+                "dataset": config.dataset.model_dump(mode="json"),
+                "partition": config.partition.model_dump(mode="json"),
+                "seed": config.seed,
+            },
         }
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
         shutil.rmtree(root, ignore_errors=True)  # a set of another format under this key

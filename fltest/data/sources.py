@@ -46,9 +46,7 @@ def load_source(config: DatasetConfig) -> datasets.Dataset:
             raise FieldError(f"dataset.path: not a save_to_disk folder: {config.path}: {exc}") from None
         if isinstance(loaded, datasets.DatasetDict):
             if config.split not in loaded:
-                raise FieldError(
-                    f"dataset.split: {config.split!r} not in {config.path} (has {sorted(loaded)})"
-                )
+                raise FieldError(f"dataset.split: {config.split!r} not in {config.path} (has {sorted(loaded)})")
             loaded = loaded[config.split]
         dataset = loaded
     _check_columns(dataset, config)

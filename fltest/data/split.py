@@ -37,7 +37,9 @@ def _partition_columns(source: datasets.Dataset, config: ExperimentConfig, rows:
     if by is None:
         return {}
     if by not in source.column_names:
-        raise FieldError(f"partition.partition_by: column {by!r} not in the dataset (columns: {', '.join(source.column_names)})")
+        raise FieldError(
+            f"partition.partition_by: column {by!r} not in the dataset (columns: {', '.join(source.column_names)})"
+        )
     return {by: np.asarray(source.with_format("numpy", columns=[by])[:][by])[rows]}
 
 
@@ -55,7 +57,9 @@ def split_rows(source: datasets.Dataset, config: ExperimentConfig, labels: np.nd
     order = rng.permutation(len(labels))[: num_train + num_test]
     test_rows, train_rows = np.sort(order[:num_test]), order[num_test:]
     label_feature = source.features[config.dataset.label]
-    table = partition_table(labels[train_rows], config.dataset.label, _partition_columns(source, config, train_rows), label_feature)
+    table = partition_table(
+        labels[train_rows], config.dataset.label, _partition_columns(source, config, train_rows), label_feature
+    )
     partitioner = partitioner_on(table, config.clients, config.partition, config.dataset.label, config.seed)
     parts = client_positions(partitioner, config.clients, config.partition)
     return Split(train_rows=train_rows, test_rows=test_rows, parts=parts, partitioner=partitioner)

@@ -20,7 +20,9 @@ def local_batches(num_samples: int, training: TrainingConfig, seed: int) -> Iter
     rng = np.random.default_rng(seed)
     steps = 0
     epoch = 0
-    while (training.local_steps is None and epoch < training.local_epochs) or (training.local_steps is not None and steps < training.local_steps):
+    while (training.local_steps is None and epoch < training.local_epochs) or (
+        training.local_steps is not None and steps < training.local_steps
+    ):
         order = rng.permutation(num_samples)
         for start in range(0, num_samples, training.batch_size):
             yield order[start : start + training.batch_size]

@@ -58,7 +58,9 @@ class Model(Protocol):
     def init_params(self, feature_shape: tuple[int, ...], num_classes: int, seed: int) -> Params:
         """The initial parameters."""
 
-    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int) -> LocalResult:
+    def train(
+        self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int
+    ) -> LocalResult:
         """One round of local training on one client (with SCAFFOLD: and ``correction=``)."""
 
     def evaluate(self, params: Params, features: np.ndarray, labels: np.ndarray) -> Evaluation:

@@ -34,8 +34,10 @@ def _model_module(name: str) -> Model:
     module = import_user_module("model.module", name)
     for function in FUNCTIONS:
         if not callable(getattr(module, function, None)):
-            raise InputError(f"model.module: {name}.{function} is missing or not a function "
-                             f"(a model module defines {', '.join(FUNCTIONS)}: see fltest.model.contract)")  # fmt: skip
+            raise InputError(
+                f"model.module: {name}.{function} is missing or not a function "
+                f"(a model module defines {', '.join(FUNCTIONS)}: see fltest.model.contract)"
+            )
     return module
 
 
@@ -45,8 +47,10 @@ def check_strategy(model: Model, strategy: StrategyConfig) -> None:
         return
     parameters = inspect.signature(model.train).parameters.values()
     if not any(p.name == CORRECTION or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        raise InputError(f"training.strategy: scaffold needs a model whose train takes {CORRECTION}= (c - c_i, added to every "
-                         f"gradient: see fltest.model.contract); {model.__name__}.train takes none")  # fmt: skip
+        raise InputError(
+            f"training.strategy: scaffold needs a model whose train takes {CORRECTION}= (c - c_i, added to every "
+            f"gradient: see fltest.model.contract); {model.__name__}.train takes none"
+        )
 
 
 def initial_params(model: Model, feature_shape: tuple[int, ...], num_classes: int, seed: int) -> Params:
@@ -60,9 +64,17 @@ def initial_params(model: Model, feature_shape: tuple[int, ...], num_classes: in
     except Exception as exc:
         if isinstance(model, NumpyMLP):  # FLTest's own: a bug, with its traceback
             raise
-        raise FieldError(f"model.module: {model.__name__}.init_params raised: {where_it_failed(model.__name__, exc)}") from None
-    if not isinstance(params, (list, tuple)) or not params or not all(isinstance(p, np.ndarray) and p.dtype.kind in "fiu" for p in params):
-        raise FieldError(f"model.module: init_params must return a non-empty list of numeric numpy arrays, got {type(params).__name__}")
+        raise FieldError(
+            f"model.module: {model.__name__}.init_params raised: {where_it_failed(model.__name__, exc)}"
+        ) from None
+    if (
+        not isinstance(params, (list, tuple))
+        or not params
+        or not all(isinstance(p, np.ndarray) and p.dtype.kind in "fiu" for p in params)
+    ):
+        raise FieldError(
+            f"model.module: init_params must return a non-empty list of numeric numpy arrays, got {type(params).__name__}"
+        )
     return [np.asarray(p, dtype=np.float64) for p in params]
 
 
@@ -79,7 +91,9 @@ def naming_the_model(model: Model, function: str, where: str) -> Iterator[None]:
     except Exception as exc:
         if isinstance(model, NumpyMLP):
             raise
-        raise RunFailed(f"model.module: {model.__name__}.{function} raised {where}: {where_it_failed(model.__name__, exc)}") from exc
+        raise RunFailed(
+            f"model.module: {model.__name__}.{function} raised {where}: {where_it_failed(model.__name__, exc)}"
+        ) from exc
 
 
 def trained_params(model: Model, params: Params, given: Params, where: str) -> Params:
@@ -90,6 +104,8 @@ def trained_params(model: Model, params: Params, given: Params, where: str) -> P
     shapes = [np.shape(p) for p in params] if isinstance(params, (list, tuple)) else None
     if shapes != [p.shape for p in given]:
         name = getattr(model, "__name__", type(model).__name__)
-        raise RunFailed(f"model.module: {name}.train returned {shapes if shapes is not None else type(params).__name__} "
-                        f"{where}, for parameters shaped {[p.shape for p in given]}")  # fmt: skip
+        raise RunFailed(
+            f"model.module: {name}.train returned {shapes if shapes is not None else type(params).__name__} "
+            f"{where}, for parameters shaped {[p.shape for p in given]}"
+        )
     return [np.asarray(p, dtype=np.float64) for p in params]

@@ -69,8 +69,15 @@ class NumpyMLP:
             params.append(np.zeros(fan_out))
         return params
 
-    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int,
-              correction: Params | None = None) -> LocalResult:  # fmt: skip
+    def train(
+        self,
+        params: Params,
+        features: np.ndarray,
+        labels: np.ndarray,
+        training: TrainingConfig,
+        seed: int,
+        correction: Params | None = None,
+    ) -> LocalResult:
         """Minibatch SGD from ``params`` for ``local_epochs`` epochs or ``local_steps`` steps.
 
         Batches come from :func:`~fltest.model.batches.local_batches` (seeded by ``seed``); the

@@ -45,8 +45,12 @@ from fltest.model.contract import Evaluation, LocalResult
 from fltest.model.devices import gpu_given
 from fltest.params import Params
 
-NetworkFactory = Callable[[tuple[int, ...], int], nn.Module]  # (input shape, channels first; number of classes) -> network
-OptimizerFactory = Callable[[list[nn.Parameter], float], torch.optim.Optimizer]  # (parameters, learning rate) -> optimizer
+NetworkFactory = Callable[
+    [tuple[int, ...], int], nn.Module
+]  # (input shape, channels first; number of classes) -> network
+OptimizerFactory = Callable[
+    [list[nn.Parameter], float], torch.optim.Optimizer
+]  # (parameters, learning rate) -> optimizer
 
 
 def channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -126,8 +130,13 @@ class TorchClassifier:
     CPU threads training uses.
     """
 
-    def __init__(self, network: NetworkFactory, optimizer: OptimizerFactory = _sgd, dtype: torch.dtype = torch.float32,
-                 threads: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        network: NetworkFactory,
+        optimizer: OptimizerFactory = _sgd,
+        dtype: torch.dtype = torch.float32,
+        threads: int = 1,
+    ) -> None:
         self.network = network
         self.optimizer = optimizer
         self.dtype = dtype
@@ -137,24 +146,32 @@ class TorchClassifier:
         """``(init_params, train, evaluate)``: what a model module binds at top level."""
         return self.init_params, self.train, self.evaluate
 
-    def _build(self, input_shape: tuple[int, ...], num_classes: int, device: torch.device, dtype: torch.dtype | None = None) -> nn.Module:
+    def _build(
+        self, input_shape: tuple[int, ...], num_classes: int, device: torch.device, dtype: torch.dtype | None = None
+    ) -> nn.Module:
         return self.network(input_shape, num_classes).to(device=device, dtype=dtype or self.dtype)
 
     def _network_with(self, params: Params, features: np.ndarray, device: torch.device) -> nn.Module:
         """The network for ``features``' sample shape on ``device``, holding ``params``."""
         return self.network_holding(params, features.shape[1:], device)
 
-    def network_holding(self, params: Params, sample_shape: tuple[int, ...], device: torch.device,
-                        dtype: torch.dtype | None = None) -> nn.Module:  # fmt: skip
+    def network_holding(
+        self, params: Params, sample_shape: tuple[int, ...], device: torch.device, dtype: torch.dtype | None = None
+    ) -> nn.Module:
         """The network for samples shaped ``sample_shape`` (as FLTest gives them), holding ``params``, on ``device``,
         its floating parameters and buffers in ``dtype`` (the network's own by default)."""
         network = self._build(channels_first(tuple(sample_shape)), int(params[-1].shape[0]), device, dtype)
         state = network.state_dict()
         shapes = [tuple(tensor.shape) for tensor in state.values()]
         if shapes != [p.shape for p in params]:
-            raise ValueError(f"the network's parameters are shaped {shapes}, the parameters given {[p.shape for p in params]}: "
-                             "does the network end in its output layer, sized by num_classes?")  # fmt: skip
-        values = {name: torch.from_numpy(p).to(device=device, dtype=tensor.dtype) for (name, tensor), p in zip(state.items(), params)}
+            raise ValueError(
+                f"the network's parameters are shaped {shapes}, the parameters given {[p.shape for p in params]}: "
+                "does the network end in its output layer, sized by num_classes?"
+            )
+        values = {
+            name: torch.from_numpy(p).to(device=device, dtype=tensor.dtype)
+            for (name, tensor), p in zip(state.items(), params)
+        }
         network.load_state_dict(values)
         return network
 
@@ -165,8 +182,15 @@ class TorchClassifier:
             network = self._build(channels_first(tuple(feature_shape)), num_classes, cpu)
         return _params_of(network)
 
-    def train(self, params: Params, features: np.ndarray, labels: np.ndarray, training: TrainingConfig, seed: int,
-              correction: Params | None = None) -> LocalResult:  # fmt: skip
+    def train(
+        self,
+        params: Params,
+        features: np.ndarray,
+        labels: np.ndarray,
+        training: TrainingConfig,
+        seed: int,
+        correction: Params | None = None,
+    ) -> LocalResult:
         """Minibatch training from ``params`` with the optimizer, cross-entropy loss; metrics ``train_loss``, ``steps``.
 
         Before each optimizer step, with FedProx each parameter's gradient gains ``mu * (w - w_t)``; with
@@ -176,7 +200,10 @@ class TorchClassifier:
         with deterministic(self.threads, seed, device):
             network = self._network_with(params, features, device)
             optimizer = self.optimizer(list(network.parameters()), training.learning_rate)
-            inputs, targets = _inputs(features, self.dtype, device), torch.from_numpy(labels.astype(np.int64)).to(device)
+            inputs, targets = (
+                _inputs(features, self.dtype, device),
+                torch.from_numpy(labels.astype(np.int64)).to(device),
+            )
             network.train()
             mu = training.strategy.proximal_mu
             start = [p.detach().clone() for p in network.parameters()]
@@ -194,7 +221,9 @@ class TorchClassifier:
                     parameter.grad.add_(term)
                 optimizer.step()
                 losses.append(loss.item())
-        return LocalResult(params=_params_of(network), metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))})
+        return LocalResult(
+            params=_params_of(network), metrics={"train_loss": float(np.mean(losses)), "steps": float(len(losses))}
+        )
 
     def evaluate(self, params: Params, features: np.ndarray, labels: np.ndarray) -> Evaluation:
         """Cross-entropy loss, accuracy and softmax probabilities of ``params`` on ``(features, labels)``."""
@@ -206,16 +235,23 @@ class TorchClassifier:
             targets = torch.from_numpy(labels.astype(np.int64))
             loss = float(nn.functional.cross_entropy(logits, targets))
             probabilities = torch.softmax(logits, dim=1).numpy()
-        return Evaluation(loss=loss, accuracy=float(np.mean(probabilities.argmax(axis=1) == labels)), probabilities=probabilities)
+        return Evaluation(
+            loss=loss, accuracy=float(np.mean(probabilities.argmax(axis=1) == labels)), probabilities=probabilities
+        )
 
 
-def _corrections(network: nn.Module, correction: Params | None, device: torch.device) -> list[tuple[nn.Parameter, torch.Tensor]]:
+def _corrections(
+    network: nn.Module, correction: Params | None, device: torch.device
+) -> list[tuple[nn.Parameter, torch.Tensor]]:
     """Each trainable parameter with its entry of SCAFFOLD's ``correction`` (aligned with ``state_dict()``), in its dtype."""
     if correction is None:
         return []
     by_name = dict(zip(network.state_dict(), correction, strict=True))
-    return [(parameter, torch.from_numpy(np.asarray(by_name[name])).to(device=device, dtype=parameter.dtype))
-            for name, parameter in network.named_parameters() if parameter.requires_grad]  # fmt: skip
+    return [
+        (parameter, torch.from_numpy(np.asarray(by_name[name])).to(device=device, dtype=parameter.dtype))
+        for name, parameter in network.named_parameters()
+        if parameter.requires_grad
+    ]
 
 
 def torch_classifier_of(model: object) -> TorchClassifier | None:

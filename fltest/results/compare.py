@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from fltest.results.files import read_jsonl, write_json_atomic
 from fltest.params import load_params
-
+from fltest.results.files import read_jsonl, write_json_atomic
 
 # The default |Δw| up to which a run's global model agrees with the reference's (an experiment's
 # compare.tolerance replaces it). FedAvg and FedProx measured 0 (bit for bit) on every framework on the

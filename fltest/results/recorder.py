@@ -13,7 +13,7 @@ import logging
 import shutil
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +46,16 @@ class RunRecorder:
         self._final_params: Params | None = None
         self._started = time.perf_counter()
         self._last_mark = self._started
-        self._started_at = datetime.now(timezone.utc).isoformat()
+        self._started_at = datetime.now(UTC).isoformat()
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("summary.json", "metrics.jsonl", "timings.json", "model_final.npz"):
             (run_dir / stale).unlink(missing_ok=True)
         drop_round_models(run_dir)
         (run_dir / "models").mkdir()
         self._metrics_file = (run_dir / "metrics.jsonl").open("a")
-        self._bar = tqdm(total=rounds, desc=info.get("run", "run"), unit="round", file=sys.stderr, disable=None, leave=True)
+        self._bar = tqdm(
+            total=rounds, desc=info.get("run", "run"), unit="round", file=sys.stderr, disable=None, leave=True
+        )
 
     def setup_done(self) -> None:
         """Mark the end of the backend's setup: it is timed as ``setup_s``, not as round 1."""
@@ -94,7 +96,11 @@ class RunRecorder:
             if self._bar.disable:
                 log.info(
                     "%s round %d/%d accuracy=%.4f loss=%.4f",
-                    self.info.get("run"), server_round, self.rounds, test_metrics["accuracy"], test_metrics["loss"],
+                    self.info.get("run"),
+                    server_round,
+                    self.rounds,
+                    test_metrics["accuracy"],
+                    test_metrics["loss"],
                 )
 
     def finish(self, status: str, error: str | None = None) -> dict[str, Any]:
@@ -117,7 +123,7 @@ class RunRecorder:
             "final": self.final_metrics,
             "wall_s": timings["wall_s"],
             "started_at": self._started_at,
-            "finished_at": datetime.now(timezone.utc).isoformat(),
+            "finished_at": datetime.now(UTC).isoformat(),
             "fltest_version": __version__,
         }
         write_json_atomic(self.run_dir / "summary.json", summary)

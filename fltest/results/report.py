@@ -77,7 +77,9 @@ def read_runs(experiment_dir: Path) -> list[RunCurves]:
 def reference_run(experiment_dir: Path, runs: list[RunCurves]) -> RunCurves | None:
     """The run the others are compared with: ``comparison.json``'s, else the first ``reference`` run."""
     name = read_json_object(Path(experiment_dir) / "comparison.json").get("reference_run")
-    return next((r for r in runs if r.name == name), None) or next((r for r in runs if r.framework == "reference"), None)
+    return next((r for r in runs if r.name == name), None) or next(
+        (r for r in runs if r.framework == "reference"), None
+    )
 
 
 def legend_labels(runs: list[RunCurves], reference: RunCurves | None, agreements: dict[str, str]) -> list[str]:
@@ -112,9 +114,15 @@ def draw_report(experiment_dir: Path) -> Figure:
         # The reference is a wide line underneath; the others are thin lines on it with hollow markers of
         # growing size, so that curves at the same points stay visible as concentric markers.
         under = run.framework == "reference"
-        kwargs = {**styles[run.name], "linewidth": 4.0 if under else 1.5,
-                  "markersize": 6 if under else 7 + 3 * index, "markerfacecolor": None if under else "none",
-                  "markeredgewidth": 1.5, "zorder": 2 if under else 3, "label": label}  # fmt: skip
+        kwargs = {
+            **styles[run.name],
+            "linewidth": 4.0 if under else 1.5,
+            "markersize": 6 if under else 7 + 3 * index,
+            "markerfacecolor": None if under else "none",
+            "markeredgewidth": 1.5,
+            "zorder": 2 if under else 3,
+            "label": label,
+        }
         acc_ax.plot(run.rounds, run.accuracy, **kwargs)
         loss_ax.plot(run.rounds, run.loss, **kwargs)
     for axis, title in ((acc_ax, "test accuracy"), (loss_ax, "test loss")):
@@ -133,8 +141,10 @@ def draw_report(experiment_dir: Path) -> Figure:
 def run_styles(runs: list[RunCurves]) -> dict[str, dict[str, str]]:
     """Each run's color, line style and marker, by run name, so that a run looks the same in every panel."""
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    return {run.name: {"color": color, "linestyle": style, "marker": marker}
-            for run, color, style, marker in zip(runs, cycle(colors), cycle(LINE_STYLES), cycle(MARKERS))}  # fmt: skip
+    return {
+        run.name: {"color": color, "linestyle": style, "marker": marker}
+        for run, color, style, marker in zip(runs, cycle(colors), cycle(LINE_STYLES), cycle(MARKERS))
+    }
 
 
 def divergence_label(row: dict) -> str:
@@ -142,7 +152,9 @@ def divergence_label(row: dict) -> str:
     or the first round beyond it, :func:`fltest.results.compare.agreement`) and its |Δw| after the last round."""
     differences = row["param_diff_per_round"]
     diverges = row.get("first_divergent_round")
-    agreement = row.get("agreement") or (f"from round {diverges}" if diverges else "within tolerance")  # results from before it
+    agreement = row.get("agreement") or (
+        f"from round {diverges}" if diverges else "within tolerance"
+    )  # results from before it
     return f"{row['run']} ({agreement}; {differences[-1]:.2g} after round {len(differences)})"
 
 
@@ -154,8 +166,13 @@ def _draw_divergence(axis: plt.Axes, comparison: dict, styles: dict[str, dict[st
     rows = [row for row in comparison.get("runs", []) if row.get("param_diff_per_round")]
     for row in rows:
         differences = row["param_diff_per_round"]
-        axis.plot(range(1, len(differences) + 1), differences, **styles.get(row["run"], {}), markerfacecolor="none",
-                  label=divergence_label(row))  # fmt: skip
+        axis.plot(
+            range(1, len(differences) + 1),
+            differences,
+            **styles.get(row["run"], {}),
+            markerfacecolor="none",
+            label=divergence_label(row),
+        )
     if tolerance:
         axis.axhline(tolerance, color="grey", linewidth=1, linestyle=":", label=f"tolerance {tolerance:g}")
         axis.set_yscale("symlog", linthresh=tolerance)

@@ -41,10 +41,26 @@ SUBNET = "172.31.250.0/24"
 NODES = {"e2e-head": "172.31.250.11", "e2e-worker": "172.31.250.12"}
 # Everything --privileged gives a nested dockerd, less CAP_SYS_RESOURCE (absent from this engine's
 # bounding set, so --privileged itself fails here).
-NODE_FLAGS = ["--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
-              "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
-              "--device-cgroup-rule", "a *:* rwm", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-              "--tmpfs", "/run", "--tmpfs", "/tmp"]  # fmt: skip
+NODE_FLAGS = [
+    "--cap-add",
+    "ALL",
+    "--cap-drop",
+    "SYS_RESOURCE",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--security-opt",
+    "systempaths=unconfined",
+    "--device-cgroup-rule",
+    "a *:* rwm",
+    "--volume",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/tmp",
+]
 
 
 def tool(name: str) -> str:
@@ -55,8 +71,14 @@ def tool(name: str) -> str:
 
 
 def ansible_env(tmp: Path) -> dict[str, str]:
-    return {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"), "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-local"),
-            "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}  # fmt: skip
+    return {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-local"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+    }
 
 
 def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -65,14 +87,24 @@ def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)
 def test_syntax_check(playbook, tmp_path):
-    result = subprocess.run([tool("ansible-playbook"), "-i", "inventory/sample/hosts.yml", "--syntax-check", playbook],
-                            cwd=ANSIBLE, capture_output=True, text=True, env=ansible_env(tmp_path))  # fmt: skip
+    result = subprocess.run(
+        [tool("ansible-playbook"), "-i", "inventory/sample/hosts.yml", "--syntax-check", playbook],
+        cwd=ANSIBLE,
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp_path),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_ansible_lint_production_profile(tmp_path):
-    result = subprocess.run([tool("ansible-lint"), "--offline", "--profile", "production", "--strict", *PLAYBOOKS, "roles"],
-                            cwd=ANSIBLE, capture_output=True, text=True, env=ansible_env(tmp_path))  # fmt: skip
+    result = subprocess.run(
+        [tool("ansible-lint"), "--offline", "--profile", "production", "--strict", *PLAYBOOKS, "roles"],
+        cwd=ANSIBLE,
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp_path),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -116,7 +148,9 @@ class Stages:
         start = time.monotonic()
         result = playbook(tmp, name, *args)
         changed = sum(row.get("changed", 0) for row in recap_rows(result.stdout).values())
-        self.done(stage or " ".join((name, *args)), f"rc={result.returncode} changed={changed}", time.monotonic() - start)
+        self.done(
+            stage or " ".join((name, *args)), f"rc={result.returncode} changed={changed}", time.monotonic() - start
+        )
         return result
 
 
@@ -125,12 +159,16 @@ def build_node_image(report) -> None:
     start = time.monotonic()
     with one_build_at_a_time(report):  # the docker tier counts untagged images meanwhile: a step in progress is one
         old = docker("image", "inspect", "--format", "{{.Id}}", NODE_IMAGE, check=False).stdout.strip()
-        docker("build", "--force-rm", "-t", NODE_IMAGE, str(REPO / "images" / "node"))  # cached layers: seconds when unchanged
+        docker(
+            "build", "--force-rm", "-t", NODE_IMAGE, str(REPO / "images" / "node")
+        )  # cached layers: seconds when unchanged
         new = docker("image", "inspect", "--format", "{{.Id}}", NODE_IMAGE).stdout.strip()
         if old and old != new:
             docker("image", "rm", old, check=False)  # untagged now; its untagged parent layers go with it
     report(f"node image {NODE_IMAGE}: {'unchanged' if old == new else 'built'} ({time.monotonic() - start:.0f} s)")
-    dangling = docker("images", "--quiet", "--filter", "dangling=true", "--filter", "label=fltest.image=node").stdout.split()
+    dangling = docker(
+        "images", "--quiet", "--filter", "dangling=true", "--filter", "label=fltest.image=node"
+    ).stdout.split()
     assert dangling == [], f"untagged node images left behind: {dangling}"
 
 
@@ -159,7 +197,9 @@ def lab(tmp_path_factory, fltest_image, progress):
     for name in NODES:  # a run killed earlier may have left them (and they would hold the node image)
         docker("rm", "--force", "--volumes", f"fltest-ansible-{name}", check=False)
     build_node_image(report)
-    tmp = tmp_path_factory.mktemp(f"fltest-e2e-{secrets.token_hex(3)}")  # also the inventory's folder: its name names the lab
+    tmp = tmp_path_factory.mktemp(
+        f"fltest-e2e-{secrets.token_hex(3)}"
+    )  # also the inventory's folder: its name names the lab
     os.chmod(tmp, 0o700)
     key = tmp / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -168,8 +208,22 @@ def lab(tmp_path_factory, fltest_image, progress):
     docker("network", "create", "--subnet", SUBNET, NETWORK)
     try:
         for name, ip in NODES.items():
-            docker("run", "--detach", "--name", f"fltest-ansible-{name}", "--hostname", name, "--network", NETWORK,
-                   "--ip", ip, *NODE_FLAGS, "--volume", f"{key}.pub:/root/.ssh/authorized_keys.mounted:ro", NODE_IMAGE)  # fmt: skip
+            docker(
+                "run",
+                "--detach",
+                "--name",
+                f"fltest-ansible-{name}",
+                "--hostname",
+                name,
+                "--network",
+                NETWORK,
+                "--ip",
+                ip,
+                *NODE_FLAGS,
+                "--volume",
+                f"{key}.pub:/root/.ssh/authorized_keys.mounted:ro",
+                NODE_IMAGE,
+            )
         user_inventory(tmp, key)
         start = time.monotonic()
         while time.monotonic() < start + 60 and not all(sshd_answers(ip) for ip in NODES.values()):
@@ -206,15 +260,19 @@ def user_inventory(lab: Path, key: Path) -> None:
     head, worker = NODES
     hosts["all"]["children"] = {
         "ray_head": {"hosts": {head: {"ansible_host": NODES[head], "cluster_ip": NODES[head], "ray_num_cpus": 1}}},
-        "ray_workers": {"hosts": {worker: {"ansible_host": NODES[worker], "cluster_ip": NODES[worker], "ray_num_cpus": 1}}},
+        "ray_workers": {
+            "hosts": {worker: {"ansible_host": NODES[worker], "cluster_ip": NODES[worker], "ray_num_cpus": 1}}
+        },
         "superlink": {"hosts": {}},
         "supernodes": {"hosts": {}},
     }
     (lab / "hosts.yml").write_text(yaml.safe_dump(hosts))
     with (lab / "group_vars" / "all.yml").open("a") as settings:  # this lab's login and the image under test
-        settings.write(f"ansible_ssh_private_key_file: {key}\n"
-                       f"ansible_ssh_common_args: -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={lab / 'known_hosts'}\n"
-                       f"fltest_image: {TEST_IMAGE}\n")  # fmt: skip
+        settings.write(
+            f"ansible_ssh_private_key_file: {key}\n"
+            f"ansible_ssh_common_args: -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={lab / 'known_hosts'}\n"
+            f"fltest_image: {TEST_IMAGE}\n"
+        )
 
 
 def controller_dir(lab: Path) -> Path:
@@ -223,8 +281,13 @@ def controller_dir(lab: Path) -> Path:
 
 
 def playbook(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([tool("ansible-playbook"), "-i", str(tmp / "hosts.yml"), name, *args],
-                          cwd=ANSIBLE, capture_output=True, text=True, env=ansible_env(tmp))  # fmt: skip
+    return subprocess.run(
+        [tool("ansible-playbook"), "-i", str(tmp / "hosts.yml"), name, *args],
+        cwd=ANSIBLE,
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp),
+    )
 
 
 def run_yml(tmp: Path, config: Path, results: Path) -> subprocess.CompletedProcess:
@@ -249,27 +312,60 @@ HARDENING = yaml.safe_load((ANSIBLE / "roles" / "fltest_hardening" / "defaults" 
 
 def assert_hardened(node: str, container: str) -> dict:
     """Check the hardening flags on ``container`` of emulated node ``node`` (docker inspect HostConfig); returns it."""
-    host_config = json.loads(docker("exec", f"fltest-ansible-{node}", "docker", "inspect", "--format", "{{json .HostConfig}}", container).stdout)
+    host_config = json.loads(
+        docker(
+            "exec", f"fltest-ansible-{node}", "docker", "inspect", "--format", "{{json .HostConfig}}", container
+        ).stdout
+    )
     assert host_config["CapDrop"] == HARDENING["fltest_hardening_cap_drop"], (node, container, host_config["CapDrop"])
-    assert set(HARDENING["fltest_hardening_security_opts"]) <= set(host_config["SecurityOpt"] or []), (node, container, host_config["SecurityOpt"])
+    assert set(HARDENING["fltest_hardening_security_opts"]) <= set(host_config["SecurityOpt"] or []), (
+        node,
+        container,
+        host_config["SecurityOpt"],
+    )
     assert host_config["ReadonlyRootfs"] is True, (node, container)
-    assert host_config["Memory"] > 0 and host_config["MemorySwap"] == host_config["Memory"], (node, container, host_config["Memory"])
+    assert host_config["Memory"] > 0 and host_config["MemorySwap"] == host_config["Memory"], (
+        node,
+        container,
+        host_config["Memory"],
+    )
     assert (host_config["PidsLimit"] or 0) > 0, (node, container, host_config["PidsLimit"])
-    assert set(host_config["Tmpfs"] or {}) == {entry.split(":")[0].replace("{{ fltest_kit_home }}", KIT.home) for entry in HARDENING["fltest_hardening_tmpfs"]}, (node, container)
+    assert set(host_config["Tmpfs"] or {}) == {
+        entry.split(":")[0].replace("{{ fltest_kit_home }}", KIT.home) for entry in HARDENING["fltest_hardening_tmpfs"]
+    }, (node, container)
     return host_config
 
 
 def stop_events(node: str, container: str, since: str) -> list[dict]:
     """The kill and die events of ``container`` on emulated node ``node`` since ``since`` (the node's epoch seconds)."""
     until = docker("exec", f"fltest-ansible-{node}", "date", "+%s").stdout.strip()
-    listed = docker("exec", f"fltest-ansible-{node}", "docker", "events", "--since", since, "--until", until, "--filter", f"container={container}",
-                    "--filter", "event=kill", "--filter", "event=die", "--format", "{{json .}}").stdout  # fmt: skip
+    listed = docker(
+        "exec",
+        f"fltest-ansible-{node}",
+        "docker",
+        "events",
+        "--since",
+        since,
+        "--until",
+        until,
+        "--filter",
+        f"container={container}",
+        "--filter",
+        "event=kill",
+        "--filter",
+        "event=die",
+        "--format",
+        "{{json .}}",
+    ).stdout
     return [json.loads(line) for line in listed.splitlines() if line.strip()]
 
 
 def node_state(name: str) -> tuple[bool, bool]:
     """Whether an emulated node has the docker CLI, and whether /etc/fltest exists there."""
-    has = [docker("exec", f"fltest-ansible-{name}", "test", "-e", path, check=False).returncode == 0 for path in ("/usr/bin/docker", "/etc/fltest")]
+    has = [
+        docker("exec", f"fltest-ansible-{name}", "test", "-e", path, check=False).returncode == 0
+        for path in ("/usr/bin/docker", "/etc/fltest")
+    ]
     return has[0], has[1]
 
 
@@ -282,7 +378,8 @@ def failing_experiment(folder: Path) -> Path:
     """A config whose one run fails (a hook raises): fltest run exits 1."""
     folder.mkdir()
     (folder / "failing_hooks.py").write_text(
-        "def after_local_training(partition_id, server_round, old_params, new_params):\n    raise RuntimeError('planted failure')\n")
+        "def after_local_training(partition_id, server_round, old_params, new_params):\n    raise RuntimeError('planted failure')\n"
+    )
     config = yaml.safe_load((REPO / "examples" / "digits.yaml").read_text())
     config.update(name="ansible-failing", clients=2, total_cpus=2, hooks="failing_hooks")
     config["training"].update(rounds=1, local_epochs=1, round_timeout_s=60)
@@ -307,7 +404,10 @@ def test_end_to_end(lab, stages):
     assert fresh.returncode == 0, fresh.stdout[-6000:] + fresh.stderr[-3000:]
     assert all(node_state(name) == (False, False) for name in NODES), "--check changed a node"
     # What the first run will do is reported as changes, not as skipped tasks.
-    for task in ("fltest_images : Report the image loads that --check skips", "fltest_container : Report the container start that --check skips"):
+    for task in (
+        "fltest_images : Report the image loads that --check skips",
+        "fltest_container : Report the container start that --check skips",
+    ):
         outcomes = task_outcomes(fresh.stdout, task)
         assert all(outcomes.get(name) == {"changed"} for name in NODES), (task, outcomes, fresh.stdout[-6000:])
     assert all(row["changed"] > 0 for row in recap(fresh.stdout).values())
@@ -322,7 +422,10 @@ def test_end_to_end(lab, stages):
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     assert "Ray cluster ready: 1 nodes, 1 CPUs" in first.stdout
     outcomes = task_outcomes(first.stdout, "fltest_images : Report the image loads that --check skips")
-    assert outcomes.get("e2e-head") == {"skipping"}, (outcomes, first.stdout[-6000:])  # played, and reports nothing outside --check
+    assert outcomes.get("e2e-head") == {"skipping"}, (
+        outcomes,
+        first.stdout[-6000:],
+    )  # played, and reports nothing outside --check
     assert node_state("e2e-worker") == (False, False), "a node outside the inventory was touched"
     added = stages.play(lab, "cluster.yml", stage="cluster.yml (a worker added to the inventory)")
     assert added.returncode == 0, added.stdout[-6000:] + added.stderr[-3000:]
@@ -331,13 +434,21 @@ def test_end_to_end(lab, stages):
     assert rows["e2e-head"]["changed"] == 0 and rows["e2e-worker"]["changed"] > 0, added.stdout[-6000:]
     # The image reached the head from the controller in the first run and the worker from the head (the relay) now:
     # one archive through the controller's uplink, whatever the number of nodes.
-    sent = task_outcomes(first.stdout, "fltest_images : Send the relay the other archives from the controller, once each")
+    sent = task_outcomes(
+        first.stdout, "fltest_images : Send the relay the other archives from the controller, once each"
+    )
     assert sent.get("e2e-head") == {"changed"}, (sent, first.stdout[-6000:])
-    assert "changed" not in set().union(*task_outcomes(added.stdout, "fltest_images : Send the relay the other archives from the controller, once each").values())
+    assert "changed" not in set().union(
+        *task_outcomes(
+            added.stdout, "fltest_images : Send the relay the other archives from the controller, once each"
+        ).values()
+    )
     fetched = task_outcomes(added.stdout, "fltest_images : Fetch the image archive from the relay")
     assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, added.stdout[-6000:])
     for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
-        installed = docker("exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io").stdout
+        installed = docker(
+            "exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io"
+        ).stdout
         assert installed == "install ok installed", (name, installed)
         assert "Docker is running" in docker("exec", f"fltest-ansible-{name}", "service", "docker", "status").stdout
     assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in rows.values())
@@ -369,8 +480,10 @@ def test_end_to_end(lab, stages):
         assert status.returncode == 0, status.stdout[-6000:]
         assert all(row["changed"] == 0 for row in recap(status.stdout).values()), status.stdout[-6000:]
         lines = status_lines(status.stdout)
-        assert lines == {"e2e-head": "fltest-ray-head running; Ray node alive with 1 CPU",
-                         "e2e-worker": "fltest-ray-worker running; Ray node alive with 1 CPU"}, status.stdout[-6000:]  # fmt: skip
+        assert lines == {
+            "e2e-head": "fltest-ray-head running; Ray node alive with 1 CPU",
+            "e2e-worker": "fltest-ray-worker running; Ray node alive with 1 CPU",
+        }, status.stdout[-6000:]
         assert "cluster whole: 2 Ray nodes alive (2 CPUs)" in status.stdout
 
     # --tags images prunes the controller's archive of an image no longer deployed and keeps the current one.
@@ -384,35 +497,60 @@ def test_end_to_end(lab, stages):
 
     # --tags ray plays the Ray roles and the wait only, and changes nothing on a whole cluster.
     ray_only = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray")
-    assert ray_only.returncode == 0 and all(r["changed"] == 0 for r in recap(ray_only.stdout).values()), ray_only.stdout[-6000:]
+    assert ray_only.returncode == 0 and all(r["changed"] == 0 for r in recap(ray_only.stdout).values()), (
+        ray_only.stdout[-6000:]
+    )
     played = set(re.findall(r"^TASK \[(\w+) : ", ray_only.stdout, re.M))
-    assert played and played <= {"fltest_ray", "fltest_ray_head", "fltest_ray_worker", "fltest_container", "fltest_ray_ready",
-                                  "fltest_gpu"}, played  # fltest_gpu: the node's GPU count, which Ray's command takes  # fmt: skip
+    assert played and played <= {
+        "fltest_ray",
+        "fltest_ray_head",
+        "fltest_ray_worker",
+        "fltest_container",
+        "fltest_ray_ready",
+        "fltest_gpu",
+    }, played  # fltest_gpu: the node's GPU count, which Ray's command takes
     assert "Ray cluster ready: 2 nodes, 2 CPUs" in ray_only.stdout
 
     # A new token on the controller reaches every Ray node and restarts its container (handler); the cluster
     # comes back whole with it, and the runs below use it.
     old_secret = (controller_dir(lab) / "ray_token").read_text().strip()
-    started = {name: docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{.State.StartedAt}}", container).stdout
-               for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker"))}  # fmt: skip
+    started = {
+        name: docker(
+            "exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{.State.StartedAt}}", container
+        ).stdout
+        for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker"))
+    }
     new_secret = secrets.token_hex(32)
     (controller_dir(lab) / "ray_token").write_text(new_secret)
     rotated = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray (a new token)")
     assert rotated.returncode == 0 and "Ray cluster ready: 2 nodes, 2 CPUs" in rotated.stdout, rotated.stdout[-6000:]
     for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker")):
-        assert docker("exec", f"fltest-ansible-{name}", "cat", "/etc/fltest/ray_token").stdout.strip() == new_secret, name
-        restarted = docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{.State.StartedAt}}", container).stdout
+        assert docker("exec", f"fltest-ansible-{name}", "cat", "/etc/fltest/ray_token").stdout.strip() == new_secret, (
+            name
+        )
+        restarted = docker(
+            "exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{.State.StartedAt}}", container
+        ).stdout
         assert restarted != started[name], f"{container} on {name} kept running with the old token"
     assert old_secret not in rotated.stdout and new_secret not in rotated.stdout
 
     config = experiment(lab / "experiment")
     results = lab / "results"
-    run = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
-                      stage="run.yml (reference and Flower on Ray)")  # fmt: skip
+    run = stages.play(
+        lab,
+        "run.yml",
+        "-e",
+        f"fltest_run_config={config}",
+        "-e",
+        f"fltest_run_results_dir={results}",
+        stage="run.yml (reference and Flower on Ray)",
+    )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
     summary = results / "ansible-e2e"
     assert summary.is_dir() and any(summary.rglob("*.json")), sorted(p.name for p in results.rglob("*"))
-    assert owners(results) == {os.getuid()}, "results not owned by the user who ran ansible-playbook (10001 is the head's user)"
+    assert owners(results) == {os.getuid()}, (
+        "results not owned by the user who ran ansible-playbook (10001 is the head's user)"
+    )
     for name in NODES:  # the staged folder is gone from every node
         left = docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs").stdout.split()
         assert left == [], (name, left)
@@ -423,8 +561,15 @@ def test_end_to_end(lab, stages):
 
     # A failed fltest run: the play fails, ansible-playbook exits 2, fltest's exit code is in the message.
     failing = failing_experiment(lab / "failing")
-    failed = stages.play(lab, "run.yml", "-e", f"fltest_run_config={failing}", "-e", f"fltest_run_results_dir={results}",
-                         stage="run.yml (a run that fails)")  # fmt: skip
+    failed = stages.play(
+        lab,
+        "run.yml",
+        "-e",
+        f"fltest_run_config={failing}",
+        "-e",
+        f"fltest_run_results_dir={results}",
+        stage="run.yml (a run that fails)",
+    )
     assert failed.returncode == 2, failed.stdout[-6000:]
     assert "fltest run exited 1 (a run failed)" in failed.stdout, failed.stdout[-6000:]
     assert (results / "ansible-failing" / "reference" / "summary.json").is_file()
@@ -436,8 +581,10 @@ def test_end_to_end(lab, stages):
     code, output, seconds = interrupt_run_yml(lab, stopped_config, results, "e2e-head", "ansible-stopped")
     stages.done("run.yml interrupted by Ctrl-C at round 2", f"rc={code}", seconds)
     assert code == 130, output[-6000:]
-    assert output.strip().splitlines()[-1] == (f"ansible-playbook: interrupted (SIGINT): stopped fltest run on e2e-head (it exited 130);"
-                                               f" its rounds so far and summary: {results}/ansible-stopped"), output[-6000:]  # fmt: skip
+    assert output.strip().splitlines()[-1] == (
+        f"ansible-playbook: interrupted (SIGINT): stopped fltest run on e2e-head (it exited 130);"
+        f" its rounds so far and summary: {results}/ansible-stopped"
+    ), output[-6000:]
     summary = json.loads((results / "ansible-stopped" / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
     assert runs_in_head() == [] and staged_folders() == {name: [] for name in NODES}
@@ -452,16 +599,29 @@ def test_end_to_end(lab, stages):
         orphan.kill()
         orphan.communicate()
     (left,) = runs_in_head()
-    refused = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
-                          stage="run.yml (another run still going on)")  # fmt: skip
+    refused = stages.play(
+        lab,
+        "run.yml",
+        "-e",
+        f"fltest_run_config={config}",
+        "-e",
+        f"fltest_run_results_dir={results}",
+        stage="run.yml (another run still going on)",
+    )
     assert refused.returncode == 2, refused.stdout[-6000:]
-    assert re.search(rf"e2e-head: an experiment still runs in fltest-ray-head: fltest run of runs/{left['run_id']} \(pid {left['pid']}\); "
-                     rf"stop it and fetch its results with: ansible-playbook -i {re.escape(str(lab / 'hosts.yml'))} stop.yml",
-                     refused.stdout), refused.stdout[-6000:]  # fmt: skip
+    assert re.search(
+        rf"e2e-head: an experiment still runs in fltest-ray-head: fltest run of runs/{left['run_id']} \(pid {left['pid']}\); "
+        rf"stop it and fetch its results with: ansible-playbook -i {re.escape(str(lab / 'hosts.yml'))} stop.yml",
+        refused.stdout,
+    ), refused.stdout[-6000:]
     rescued = lab / "rescued"
-    stopped = stages.play(lab, "stop.yml", "-e", f"fltest_run_results_dir={rescued}", stage="stop.yml (the run left behind)")
+    stopped = stages.play(
+        lab, "stop.yml", "-e", f"fltest_run_results_dir={rescued}", stage="stop.yml (the run left behind)"
+    )
     assert stopped.returncode == 0, stopped.stdout[-6000:]
-    assert f"fltest-ray-head: fltest run of runs/{left['run_id']} (pid {left['pid']}): stopped" in stopped.stdout, stopped.stdout[-6000:]
+    assert f"fltest-ray-head: fltest run of runs/{left['run_id']} (pid {left['pid']}): stopped" in stopped.stdout, (
+        stopped.stdout[-6000:]
+    )
     summary = json.loads((rescued / left["run_id"] / "ansible-stopped" / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["rounds_completed"] >= 2, summary
     assert runs_in_head() == [] and staged_folders() == {name: [] for name in NODES}
@@ -470,7 +630,15 @@ def test_end_to_end(lab, stages):
     # A Ray container whose settings changed is replaced gracefully: stopped with SIGTERM (Ray drains
     # the node) before it is removed, never killed with SIGKILL.
     since = docker("exec", "fltest-ansible-e2e-worker", "date", "+%s").stdout.strip()
-    replaced = stages.play(lab, "cluster.yml", "--limit", "e2e-worker", "-e", "fltest_ray_pids_limit=4000", stage="cluster.yml (worker's settings changed)")
+    replaced = stages.play(
+        lab,
+        "cluster.yml",
+        "--limit",
+        "e2e-worker",
+        "-e",
+        "fltest_ray_pids_limit=4000",
+        stage="cluster.yml (worker's settings changed)",
+    )
     assert replaced.returncode == 0 and recap(replaced.stdout)["e2e-worker"]["changed"] > 0, replaced.stdout[-6000:]
     events = stop_events("e2e-worker", "fltest-ray-worker", since)
     signals = [e["Actor"]["Attributes"].get("signal") for e in events if e["Action"] == "kill"]
@@ -493,7 +661,9 @@ def test_end_to_end(lab, stages):
     # new start (before the fix: at once, on the dead node, as the new one had not joined yet).
     killed_start = ray_node_start("e2e-worker")
     docker("exec", "fltest-ansible-e2e-worker", "docker", "kill", "fltest-ray-worker")
-    revived = stages.play(lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray (a worker killed just before)")
+    revived = stages.play(
+        lab, "cluster.yml", "--tags", "ray", stage="cluster.yml --tags ray (a worker killed just before)"
+    )
     assert revived.returncode == 0 and "Ray cluster ready: 2 nodes, 2 CPUs" in revived.stdout, revived.stdout[-6000:]
     serving = [n["start"] for n in live_ray_nodes() if n["ip"] == NODES["e2e-worker"]]
     assert serving == [ray_node_start("e2e-worker")] and killed_start not in serving, (killed_start, serving)
@@ -501,16 +671,38 @@ def test_end_to_end(lab, stages):
 
 def start_run_yml(lab: Path, config: Path, results: Path) -> subprocess.Popen:
     """run.yml as a user starts it in a terminal: its own session (Ctrl-C reaches it alone), SIGINT handled."""
-    command = [tool("ansible-playbook"), "-i", str(lab / "hosts.yml"), "run.yml", "-e", f"fltest_run_config={config}",
-               "-e", f"fltest_run_results_dir={results}"]  # fmt: skip
-    return subprocess.Popen(command, cwd=ANSIBLE, env=ansible_env(lab), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    command = [
+        tool("ansible-playbook"),
+        "-i",
+        str(lab / "hosts.yml"),
+        "run.yml",
+        "-e",
+        f"fltest_run_config={config}",
+        "-e",
+        f"fltest_run_results_dir={results}",
+    ]
+    return subprocess.Popen(
+        command,
+        cwd=ANSIBLE,
+        env=ansible_env(lab),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def staged_rounds(node: str, experiment_name: str) -> int:
     """Rounds the staged flwr run of ``experiment_name`` has recorded on emulated node ``node`` (0 before any)."""
-    listed = docker("exec", f"fltest-ansible-{node}", "sh", "-c",
-                    f"cat /var/lib/fltest/work/runs/*/results/{experiment_name}/flower/metrics.jsonl", check=False)  # fmt: skip
+    listed = docker(
+        "exec",
+        f"fltest-ansible-{node}",
+        "sh",
+        "-c",
+        f"cat /var/lib/fltest/work/runs/*/results/{experiment_name}/flower/metrics.jsonl",
+        check=False,
+    )
     return max(len(listed.stdout.splitlines()) - 1, 0) if listed.returncode == 0 else 0
 
 
@@ -519,12 +711,16 @@ def wait_for_staged_round(process: subprocess.Popen, node: str, experiment_name:
     deadline = time.monotonic() + 480
     while staged_rounds(node, experiment_name) < server_round:
         if process.poll() is not None:
-            pytest.fail(f"run.yml ended (rc={process.returncode}) before round {server_round}: {process.stdout.read()[-4000:]}")
+            pytest.fail(
+                f"run.yml ended (rc={process.returncode}) before round {server_round}: {process.stdout.read()[-4000:]}"
+            )
         assert time.monotonic() < deadline, f"round {server_round} not reached in 480 s"
         time.sleep(1)
 
 
-def interrupt_run_yml(lab: Path, config: Path, results: Path, node: str, experiment_name: str) -> tuple[int, str, float]:
+def interrupt_run_yml(
+    lab: Path, config: Path, results: Path, node: str, experiment_name: str
+) -> tuple[int, str, float]:
     """Ctrl-C on run.yml at round 2 of the run on ``node``: its exit code, its output, the seconds from the signal to its end."""
     process = start_run_yml(lab, config, results)
     try:
@@ -541,27 +737,52 @@ def interrupt_run_yml(lab: Path, config: Path, results: Path, node: str, experim
 
 def runs_in_head() -> list[dict]:
     """The fltest run processes in the Ray head's container (deploy/node/runs.py)."""
-    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "--user", str(KIT.uid), "fltest-ray-head", "python", "-m",
-                    "deploy.node.runs", "list").stdout  # fmt: skip
+    listed = docker(
+        "exec",
+        "fltest-ansible-e2e-head",
+        "docker",
+        "exec",
+        "--user",
+        str(KIT.uid),
+        "fltest-ray-head",
+        "python",
+        "-m",
+        "deploy.node.runs",
+        "list",
+    ).stdout
     return json.loads(listed.strip().splitlines()[-1])
 
 
 def staged_folders() -> dict[str, list[str]]:
     """The staged runs' folders left on each emulated node."""
-    return {name: docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs", check=False).stdout.split() for name in NODES}
+    return {
+        name: docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs", check=False).stdout.split()
+        for name in NODES
+    }
 
 
 def ray_node_start(node: str) -> str:
     """The start id the Ray container on emulated node ``node`` labelled its Ray node with (deploy/kit.env)."""
     container = "fltest-ray-head" if node == "e2e-head" else "fltest-ray-worker"
-    return docker("exec", f"fltest-ansible-{node}", "docker", "exec", container, "cat", KIT.ray_node_start_file).stdout.strip()
+    return docker(
+        "exec", f"fltest-ansible-{node}", "docker", "exec", container, "cat", KIT.ray_node_start_file
+    ).stdout.strip()
 
 
 def live_ray_nodes() -> list[dict]:
     """Ray's live nodes as deploy.node.list_ray_nodes lists them, asked in the head's container."""
     address = f"{NODES['e2e-head']}:{KIT.ray_gcs_port}"
-    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-ray-head", "python", "-m",
-                    "deploy.node.list_ray_nodes", address).stdout  # fmt: skip
+    listed = docker(
+        "exec",
+        "fltest-ansible-e2e-head",
+        "docker",
+        "exec",
+        "fltest-ray-head",
+        "python",
+        "-m",
+        "deploy.node.list_ray_nodes",
+        address,
+    ).stdout
     return json.loads(listed.strip().splitlines()[-1])
 
 
@@ -573,7 +794,10 @@ def flower_experiment(folder: Path, superlink: str, ca: Path | str, rounds: int 
     config["training"].update(rounds=rounds, local_epochs=1, round_timeout_s=60)
     config["output"] = {"save_round_models": True}
     options = {"mode": "deployment", "superlink": superlink, "root_certificates": str(ca)}
-    config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr", "options": options}]
+    config["runs"] = [
+        {"name": "reference", "framework": "reference"},
+        {"name": "flower", "framework": "flwr", "options": options},
+    ]
     path = folder / "experiment.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -581,8 +805,22 @@ def flower_experiment(folder: Path, superlink: str, ca: Path | str, rounds: int 
 
 def online_supernodes() -> list[dict]:
     """The SuperNodes the SuperLink lists, asked in its container on the head node (its Control API answers only there)."""
-    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.node.superlink_flwr",
-                    "supernode", "list", "fltest", "--format", "json", check=False)  # fmt: skip
+    listed = docker(
+        "exec",
+        "fltest-ansible-e2e-head",
+        "docker",
+        "exec",
+        "fltest-superlink",
+        "python",
+        "-m",
+        "deploy.node.superlink_flwr",
+        "supernode",
+        "list",
+        "fltest",
+        "--format",
+        "json",
+        check=False,
+    )
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
 
 
@@ -593,15 +831,32 @@ def online_ids() -> set[str]:
 
 def node_probe(node: str, requests: list, user: str = "root") -> dict:
     """tests/control_probe.py's PROBE of ``requests`` run on emulated node ``node`` as ``user`` (its own python3)."""
-    result = docker("exec", "--user", user, f"fltest-ansible-{node}", "python3", "-c", PROBE, json.dumps(requests), check=False)
+    result = docker(
+        "exec", "--user", user, f"fltest-ansible-{node}", "python3", "-c", PROBE, json.dumps(requests), check=False
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
 def flower_run_status(run_id: str) -> str:
     """Flower run ``run_id``'s status, asked in the SuperLink's container on the head node."""
-    listed = docker("exec", "fltest-ansible-e2e-head", "docker", "exec", "fltest-superlink", "python", "-m", "deploy.node.superlink_flwr",
-                    "ls", "fltest", "--run-id", run_id, "--format", "json", check=False)  # fmt: skip
+    listed = docker(
+        "exec",
+        "fltest-ansible-e2e-head",
+        "docker",
+        "exec",
+        "fltest-superlink",
+        "python",
+        "-m",
+        "deploy.node.superlink_flwr",
+        "ls",
+        "fltest",
+        "--run-id",
+        run_id,
+        "--format",
+        "json",
+        check=False,
+    )
     return json.loads(listed.stdout)["runs"][0]["status"] if listed.stdout.strip().startswith("{") else listed.stderr
 
 
@@ -610,20 +865,35 @@ def flower_app_through_flwr_yml(lab: Path, stages: Stages) -> str:
     printed), followed to its end with ``flwr log``, its files (the ServerApp's final_model.npz, each ClientApp's file,
     written in their working folders) copied to the controller; returns its run id."""
     head, worker = NODES
-    submitted = stages.play(lab, "flwr.yml", "-e", f"fltest_flwr_app={APP}", stage="flwr.yml: the tests' Flower App submitted")
+    submitted = stages.play(
+        lab, "flwr.yml", "-e", f"fltest_flwr_app={APP}", stage="flwr.yml: the tests' Flower App submitted"
+    )
     assert submitted.returncode == 0, submitted.stdout[-6000:] + submitted.stderr[-3000:]
     run_id = re.search(r"Successfully started run (\d+)", submitted.stdout).group(1)
-    followed = stages.play(lab, "flwr.yml", "-e", json.dumps({"fltest_flwr_args": ["log", run_id, "fltest"]}),
-                           stage="flwr.yml: flwr log until the App's run ends")  # fmt: skip
+    followed = stages.play(
+        lab,
+        "flwr.yml",
+        "-e",
+        json.dumps({"fltest_flwr_args": ["log", run_id, "fltest"]}),
+        stage="flwr.yml: flwr log until the App's run ends",
+    )
     assert followed.returncode == 0, followed.stdout[-6000:]
-    assert "tiny-app: 2 rounds on 2 SuperNodes, model saved to final_model.npz" in followed.stdout, followed.stdout[-6000:]
+    assert "tiny-app: 2 rounds on 2 SuperNodes, model saved to final_model.npz" in followed.stdout, followed.stdout[
+        -6000:
+    ]
     assert flower_run_status(run_id) == "finished:completed"
     files = lab / "app-files"
-    fetched = stages.play(lab, "flwr.yml", "-e", f"fltest_flwr_files={files}", stage="flwr.yml: the App files to the controller")
+    fetched = stages.play(
+        lab, "flwr.yml", "-e", f"fltest_flwr_files={files}", stage="flwr.yml: the App files to the controller"
+    )
     assert fetched.returncode == 0, fetched.stdout[-6000:]
     model = np.load(files / head / "superlink" / "final_model.npz")
-    assert [array.tolist() for array in model.values()] == [[3.0, 3.0, 3.0]]  # 2 rounds of the mean of (partition id + 1)
-    assert (files / head / "supernode" / "client-0.txt").read_text() == "round 1\nround 2\n"  # read data-path's partition 0
+    assert [array.tolist() for array in model.values()] == [
+        [3.0, 3.0, 3.0]
+    ]  # 2 rounds of the mean of (partition id + 1)
+    assert (
+        files / head / "supernode" / "client-0.txt"
+    ).read_text() == "round 1\nround 2\n"  # read data-path's partition 0
     assert (files / worker / "supernode" / "client-1.txt").read_text() == "round 1\nround 2\n"
     assert owners(files) == {os.getuid()}
     return run_id
@@ -634,8 +904,10 @@ def test_flower_experiment_on_supernodes(lab, stages):
     online; run.yml ships each node its partition and the Flower run matches the reference."""
     inventory = yaml.safe_load((lab / "hosts.yml").read_text())
     head, worker = NODES
-    inventory["all"]["children"].update(superlink={"hosts": {head: {}}},
-                                        supernodes={"hosts": {head: {"supernode_partition_id": 0}, worker: {"supernode_partition_id": 1}}})  # fmt: skip
+    inventory["all"]["children"].update(
+        superlink={"hosts": {head: {}}},
+        supernodes={"hosts": {head: {"supernode_partition_id": 0}, worker: {"supernode_partition_id": 1}}},
+    )
     (lab / "hosts.yml").write_text(yaml.safe_dump(inventory))
     first = stages.play(lab, "cluster.yml", stage="cluster.yml with Flower, first run")
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
@@ -643,11 +915,27 @@ def test_flower_experiment_on_supernodes(lab, stages):
     assert not any(p.name == "id_ecdsa" for p in controller.rglob("*")), "a private key reached the controller"
     for name in NODES:
         assert (controller / "flower" / "supernodes" / f"{name}.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
-        mode = docker("exec", f"fltest-ansible-{name}", "stat", "-c", "%a %u", "/etc/fltest/flower/supernode/id_ecdsa").stdout.split()
+        mode = docker(
+            "exec", f"fltest-ansible-{name}", "stat", "-c", "%a %u", "/etc/fltest/flower/supernode/id_ecdsa"
+        ).stdout.split()
         assert mode == ["600", "10001"]
-        mounts = json.loads(docker("exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{json .Mounts}}", "fltest-supernode").stdout)
-        assert {m["Destination"]: m["RW"] for m in mounts} == {"/run/secrets/supernode": False, "/run/secrets/tls/ca.crt": False,
-                                                              "/var/lib/fltest/partitions": False, KIT.app_files_dir: True}  # fmt: skip
+        mounts = json.loads(
+            docker(
+                "exec",
+                f"fltest-ansible-{name}",
+                "docker",
+                "inspect",
+                "--format",
+                "{{json .Mounts}}",
+                "fltest-supernode",
+            ).stdout
+        )
+        assert {m["Destination"]: m["RW"] for m in mounts} == {
+            "/run/secrets/supernode": False,
+            "/run/secrets/tls/ca.crt": False,
+            "/var/lib/fltest/partitions": False,
+            KIT.app_files_dir: True,
+        }
     deadline, nodes = time.monotonic() + 90, []
     while time.monotonic() < deadline:
         nodes = online_supernodes()
@@ -659,12 +947,14 @@ def test_flower_experiment_on_supernodes(lab, stages):
     assert again.returncode == 0 and all(r["changed"] == 0 for r in recap(again.stdout).values()), again.stdout[-6000:]
 
     status = stages.play(lab, "status.yml", stage="status.yml (Ray and Flower)")
-    assert status.returncode == 0 and all(r["changed"] == 0 for r in recap(status.stdout).values()), status.stdout[-6000:]
+    assert status.returncode == 0 and all(r["changed"] == 0 for r in recap(status.stdout).values()), status.stdout[
+        -6000:
+    ]
     node_ids = {name: (controller / "flower" / "supernodes" / f"{name}.node-id").read_text().strip() for name in NODES}
     assert sorted(node_ids.values()) == sorted(n["node-id"] for n in nodes)
     assert status_lines(status.stdout) == {
         head: "fltest-fleet-proxy running; fltest-ray-head running; fltest-superlink running; fltest-superlink-net running; "
-              f"fltest-supernode running; Ray node alive with 1 CPU; SuperLink /health 200; SuperNode {node_ids[head]} online",
+        f"fltest-supernode running; Ray node alive with 1 CPU; SuperLink /health 200; SuperNode {node_ids[head]} online",
         worker: f"fltest-ray-worker running; fltest-supernode running; Ray node alive with 1 CPU; SuperNode {node_ids[worker]} online",
     }, status.stdout[-6000:]
     assert "cluster whole: 2 Ray nodes alive (2 CPUs), SuperLink healthy, 2 SuperNodes online" in status.stdout
@@ -672,32 +962,56 @@ def test_flower_experiment_on_supernodes(lab, stages):
     # Only the operator reaches the SuperLink's Control API: from the controller, from a SuperNode's node and
     # as another user on the SuperLink's own node, every Control call is refused (the proxy's 403 or no
     # listener), while /health and a Fleet call get through the proxy on the SuperNodes' address.
-    holder_ip = docker("exec", f"fltest-ansible-{head}", "docker", "inspect", "--format", "{{.NetworkSettings.IPAddress}}",
-                       "fltest-superlink-net").stdout.strip()  # fmt: skip
+    holder_ip = docker(
+        "exec",
+        f"fltest-ansible-{head}",
+        "docker",
+        "inspect",
+        "--format",
+        "{{.NetworkSettings.IPAddress}}",
+        "fltest-superlink-net",
+    ).stdout.strip()
     control, health, fleet = probes([NODES[head]])  # the SuperNodes' address, and 9443 there
     on_node = probes([holder_ip, "127.0.0.1"])[0]  # on the SuperLink's node: its namespace's address, loopback
-    from_controller = subprocess.run([sys.executable, "-c", PROBE, json.dumps(control + health + fleet)], capture_output=True, text=True)
+    from_controller = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(control + health + fleet)], capture_output=True, text=True
+    )
     assert from_controller.returncode == 0, from_controller.stderr
     check_refusals(json.loads(from_controller.stdout), control, health, fleet)
     check_refusals(node_probe(worker, control + health + fleet), control, health, fleet)
-    check_refusals(node_probe(head, control + on_node + health + fleet, user="nobody"), control + on_node, health, fleet)
+    check_refusals(
+        node_probe(head, control + on_node + health + fleet, user="nobody"), control + on_node, health, fleet
+    )
     published = docker("exec", f"fltest-ansible-{head}", "docker", "port", "fltest-superlink-net").stdout.split()
     assert published == ["8000/tcp", "->", f"{NODES[head]}:8000"], published  # the proxy only, on the cluster IP only
-    stages.report(f"Control API refused: {len(control)} probes from the controller and a SuperNode's node, {len(control + on_node)} as nobody on the SuperLink's")
+    stages.report(
+        f"Control API refused: {len(control)} probes from the controller and a SuperNode's node, {len(control + on_node)} as nobody on the SuperLink's"
+    )
 
     # A config that names the SuperNodes' address as its SuperLink is refused before anything is shipped.
     wrong = flower_experiment(lab / "wrong-address", f"{NODES[head]}:8000", controller / "flower" / "tls" / "ca.crt")
     refused_address = run_yml(lab, wrong, lab / "wrong-results")
-    assert refused_address.returncode == 2 and "options.superlink of a deployment run must be 127.0.0.1:9443" in refused_address.stdout, \
-        refused_address.stdout[-4000:]
+    assert (
+        refused_address.returncode == 2
+        and "options.superlink of a deployment run must be 127.0.0.1:9443" in refused_address.stdout
+    ), refused_address.stdout[-4000:]
     assert not (lab / "wrong-results").exists()
 
     config = flower_experiment(lab / "flower-experiment", "127.0.0.1:9443", controller / "flower" / "tls" / "ca.crt")
     results = lab / "flower-results"
-    run = stages.play(lab, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}",
-                      stage="run.yml (Flower deployment)")  # fmt: skip
+    run = stages.play(
+        lab,
+        "run.yml",
+        "-e",
+        f"fltest_run_config={config}",
+        "-e",
+        f"fltest_run_results_dir={results}",
+        stage="run.yml (Flower deployment)",
+    )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
-    left = docker("exec", f"fltest-ansible-{head}", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-operator").stdout.split()
+    left = docker(
+        "exec", f"fltest-ansible-{head}", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-operator"
+    ).stdout.split()
     assert left == [], "the operator container outlived its run"
     experiment_dir = results / "ansible-flower"
     summary = json.loads((experiment_dir / "flower" / "summary.json").read_text())
@@ -706,29 +1020,46 @@ def test_flower_experiment_on_supernodes(lab, stages):
     assert_conforms(experiment_dir, "flower", 2)
     assert owners(results) == {os.getuid()}
     for name in NODES:
-        link = docker("exec", f"fltest-ansible-{name}", "readlink", "/var/lib/fltest/flower/partitions/current").stdout.strip()
+        link = docker(
+            "exec", f"fltest-ansible-{name}", "readlink", "/var/lib/fltest/flower/partitions/current"
+        ).stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{8,}", link), (name, link)
 
     app_run_id = flower_app_through_flwr_yml(lab, stages)
 
-    head_containers = ("fltest-ray-head", "fltest-superlink-net", "fltest-superlink", "fltest-fleet-proxy", "fltest-supernode")
+    head_containers = (
+        "fltest-ray-head",
+        "fltest-superlink-net",
+        "fltest-superlink",
+        "fltest-fleet-proxy",
+        "fltest-supernode",
+    )
     for name, containers in ((head, head_containers), (worker, ("fltest-ray-worker", "fltest-supernode"))):
         for container in containers:
             assert_hardened(name, container)
 
     # Ctrl-C on run.yml while fltest runs next to the SuperLink: the operator container gets SIGINT, its fltest stops
     # the Flower run on the SuperLink and records the rounds so far; they reach the controller; exit 130.
-    long_flower = flower_experiment(lab / "flower-interrupted", "127.0.0.1:9443", controller / "flower" / "tls" / "ca.crt", rounds=300)
+    long_flower = flower_experiment(
+        lab / "flower-interrupted", "127.0.0.1:9443", controller / "flower" / "tls" / "ca.crt", rounds=300
+    )
     stopped_results = lab / "flower-interrupted-results"
     code, output, seconds = interrupt_run_yml(lab, long_flower, stopped_results, head, "ansible-flower")
     stages.done("run.yml (Flower deployment) interrupted by Ctrl-C at round 2", f"rc={code}", seconds)
     assert code == 130, output[-6000:]
-    assert output.strip().splitlines()[-1] == (f"ansible-playbook: interrupted (SIGINT): stopped fltest run on {head} (it exited 130);"
-                                               f" its rounds so far and summary: {stopped_results}/ansible-flower"), output[-6000:]  # fmt: skip
+    assert output.strip().splitlines()[-1] == (
+        f"ansible-playbook: interrupted (SIGINT): stopped fltest run on {head} (it exited 130);"
+        f" its rounds so far and summary: {stopped_results}/ansible-flower"
+    ), output[-6000:]
     summary = json.loads((stopped_results / "ansible-flower" / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
     assert flower_run_status(str(summary["flower_run_id"])) == "finished:stopped"
-    assert docker("exec", f"fltest-ansible-{head}", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-operator").stdout.split() == []
+    assert (
+        docker(
+            "exec", f"fltest-ansible-{head}", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-operator"
+        ).stdout.split()
+        == []
+    )
     assert staged_folders()[head] == []
 
     # The SuperLink restarted (docker restart, as the playbook's handler does): its state is on a volume,
@@ -757,7 +1088,9 @@ def test_flower_experiment_on_supernodes(lab, stages):
     broken = stages.play(lab, "status.yml", stage="status.yml (worker's SuperNode stopped)")
     assert broken.returncode == 2, broken.stdout[-6000:]
     assert re.search(r"cluster not whole: e2e-worker \(fltest-supernode exited", broken.stdout), broken.stdout[-6000:]
-    assert f'"Flower run {app_run_id} finished:completed fltest-tests/tiny-app"' in broken.stdout, broken.stdout[-6000:]  # a user's App's run
+    assert f'"Flower run {app_run_id} finished:completed fltest-tests/tiny-app"' in broken.stdout, broken.stdout[
+        -6000:
+    ]  # a user's App's run
 
     # The SuperLink lost its registrations (container and state volume removed): cluster.yml sees it from the
     # SuperLink's own list, registers the keys again, starts what is stopped and waits until every SuperNode is online.
@@ -766,13 +1099,17 @@ def test_flower_experiment_on_supernodes(lab, stages):
     repaired = stages.play(lab, "cluster.yml", stage="cluster.yml (SuperLink state lost, a SuperNode stopped)")
     assert repaired.returncode == 0, repaired.stdout[-6000:]
     outcomes = task_outcomes(repaired.stdout, "fltest_supernode : Register the public key with the SuperLink")
-    assert {host.split(" -> ")[0]: outcome for host, outcome in outcomes.items()} == {head: {"changed"}, worker: {"changed"}}, \
-        (outcomes, repaired.stdout[-6000:])
+    assert {host.split(" -> ")[0]: outcome for host, outcome in outcomes.items()} == {
+        head: {"changed"},
+        worker: {"changed"},
+    }, (outcomes, repaired.stdout[-6000:])
     assert "SuperNodes online: e2e-head node " in repaired.stdout, repaired.stdout[-6000:]
     new_ids = {name: (controller / "flower" / "supernodes" / f"{name}.node-id").read_text().strip() for name in NODES}
     assert online_ids() >= set(new_ids.values()), online_supernodes()
     settled = stages.play(lab, "cluster.yml", stage="cluster.yml (after the repair)")
-    assert settled.returncode == 0 and all(r["changed"] == 0 for r in recap(settled.stdout).values()), settled.stdout[-6000:]
+    assert settled.returncode == 0 and all(r["changed"] == 0 for r in recap(settled.stdout).values()), settled.stdout[
+        -6000:
+    ]
 
     # teardown.yml removes every container, the SuperLink's state volume and the node folders; a second
     # run finds nothing left to remove (changed=0).
@@ -782,7 +1119,12 @@ def test_flower_experiment_on_supernodes(lab, stages):
         assert docker("exec", f"fltest-ansible-{name}", "docker", "ps", "--all", "--quiet").stdout.split() == [], name
         assert node_state(name) == (True, False), name  # Docker stays; /etc/fltest (token, TLS, keys) is gone
     for name in NODES:  # the SuperLink's state and App files volumes, each SuperNode's App files volume
-        assert docker("exec", f"fltest-ansible-{name}", "docker", "volume", "ls", "--quiet", "--filter", "name=fltest-").stdout.split() == []
+        assert (
+            docker(
+                "exec", f"fltest-ansible-{name}", "docker", "volume", "ls", "--quiet", "--filter", "name=fltest-"
+            ).stdout.split()
+            == []
+        )
     again = stages.play(lab, "teardown.yml", stage="teardown.yml again")
     assert again.returncode == 0 and set(recap(again.stdout)) >= set(NODES), again.stdout[-6000:]
     assert all(row["changed"] == 0 for row in recap(again.stdout).values()), again.stdout[-6000:]
@@ -802,26 +1144,68 @@ def test_gpus_on_lab_nodes(lab, stages):
     children["ray_workers"]["hosts"][worker]["fltest_gpus"] = 1
     (lab / "hosts.yml").write_text(yaml.safe_dump(inventory))
 
-    check = stages.play(lab, "cluster.yml", "--check", "--tags", "gpu", stage="cluster.yml --check --tags gpu (a node declared with a GPU)")
+    check = stages.play(
+        lab,
+        "cluster.yml",
+        "--check",
+        "--tags",
+        "gpu",
+        stage="cluster.yml --check --tags gpu (a node declared with a GPU)",
+    )
     assert check.returncode == 0, check.stdout[-6000:]
     reported = task_outcomes(check.stdout, "fltest_gpu : Report the toolkit steps that --check skips")
     assert reported == {head: {"skipping"}, worker: {"changed"}}, (reported, check.stdout[-6000:])
-    assert "--check: would install nvidia-container-toolkit from https://nvidia.github.io/libnvidia-container/stable/deb, register Docker's " \
-           "nvidia runtime (nvidia-ctk), restart Docker and check that a container sees 1 GPU" in check.stdout, check.stdout[-6000:]
-    assert docker("exec", f"fltest-ansible-{worker}", "test", "-e", "/etc/apt/sources.list.d/nvidia-container-toolkit.list", check=False).returncode == 1
+    assert (
+        "--check: would install nvidia-container-toolkit from https://nvidia.github.io/libnvidia-container/stable/deb, register Docker's "
+        "nvidia runtime (nvidia-ctk), restart Docker and check that a container sees 1 GPU" in check.stdout
+    ), check.stdout[-6000:]
+    assert (
+        docker(
+            "exec",
+            f"fltest-ansible-{worker}",
+            "test",
+            "-e",
+            "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+            check=False,
+        ).returncode
+        == 1
+    )
     assert "fltest_gpus auto: no nvidia-smi on the node: 0 GPUs" in check.stdout
 
     docker("exec", f"fltest-ansible-{worker}", "docker", "image", "rm", TEST_IMAGE)  # nothing runs after the teardown
-    up = stages.play(lab, "cluster.yml", "-e", "fltest_gpu_devices=none", stage="cluster.yml (logical GPUs; the worker's image relayed)")
+    up = stages.play(
+        lab,
+        "cluster.yml",
+        "-e",
+        "fltest_gpu_devices=none",
+        stage="cluster.yml (logical GPUs; the worker's image relayed)",
+    )
     assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-3000:]
     assert "Ray cluster ready: 2 nodes, 2 CPUs, 1 GPU" in up.stdout, up.stdout[-6000:]
     fetched = task_outcomes(up.stdout, "fltest_images : Fetch the image archive from the relay")
     assert fetched == {head: {"skipping"}, worker: {"changed"}}, (fetched, up.stdout[-6000:])
-    saved = task_outcomes(up.stdout, "fltest_images : Save an image the relay has already (no copy through the controller's uplink)")
-    assert saved == {head: {"changed"}}, (saved, up.stdout[-6000:])  # the teardown removed the head's archives: saved there
+    saved = task_outcomes(
+        up.stdout, "fltest_images : Save an image the relay has already (no copy through the controller's uplink)"
+    )
+    assert saved == {head: {"changed"}}, (
+        saved,
+        up.stdout[-6000:],
+    )  # the teardown removed the head's archives: saved there
     host_config = assert_hardened(worker, "fltest-ray-worker")  # a GPU node keeps the hardening
-    assert not host_config.get("DeviceRequests"), host_config.get("DeviceRequests")  # logical: no device asked of Docker
-    command = json.loads(docker("exec", f"fltest-ansible-{worker}", "docker", "inspect", "--format", "{{json .Config.Cmd}}", "fltest-ray-worker").stdout)
+    assert not host_config.get("DeviceRequests"), host_config.get(
+        "DeviceRequests"
+    )  # logical: no device asked of Docker
+    command = json.loads(
+        docker(
+            "exec",
+            f"fltest-ansible-{worker}",
+            "docker",
+            "inspect",
+            "--format",
+            "{{json .Config.Cmd}}",
+            "fltest-ray-worker",
+        ).stdout
+    )
     assert "--num-gpus=1" in command, command
 
     status = stages.play(lab, "status.yml", stage="status.yml (a node with a GPU)")

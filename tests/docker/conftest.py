@@ -41,7 +41,9 @@ def fltest_image(docker_client, progress):
     That a build leaves no untagged image is tests/docker/test_image.py's rebuild test: this build finds
     the images present and does nothing, outside a cold engine.
     """
-    build = subprocess.Popen([sys.executable, "-m", "deploy", "build"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    build = subprocess.Popen(
+        [sys.executable, "-m", "deploy", "build"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     errors = []
     for line in build.stderr:  # the stages' lines, then any error; stdout: the wheelhouse's summary and the final line
         stage = line.rstrip().removeprefix("[fltest-deploy build] ")

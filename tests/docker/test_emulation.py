@@ -20,15 +20,15 @@ import requests
 import yaml
 
 from deploy.compose import COMPOSE_DIR, SERVICE_LABEL, compose_cli, dotenv_value
-from deploy.kit import KIT_FILE, env_file_values
-from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation
-from deploy.ray_emulation.run_in_head import run_in_head, runs_in
 from deploy.images import IMAGE
-from deploy.ray_emulation.readiness import live_ray_nodes, wait_until_ready
+from deploy.kit import KIT_FILE, env_file_values
 from deploy.pki.ray_token import ensure_ray_token
+from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation
+from deploy.ray_emulation.readiness import live_ray_nodes, wait_until_ready
+from deploy.ray_emulation.run_in_head import run_in_head, runs_in
 from fltest.config import load_config
-from tests.conftest import REPO, base_config
 from tests.conformance import assert_conforms
+from tests.conftest import REPO, base_config
 from tests.docker.hardening import assert_root_read_only
 from tests.network import free_port, host_addresses
 
@@ -36,24 +36,37 @@ pytestmark = pytest.mark.docker
 
 PROJECT = "fltest-test"  # not the default project: a user's own emulation is left alone
 READY_TIMEOUT_S = 240
-ROUND_WAIT_S = 480  # until a run reaches round 2 (about 40 s here; over 180 s once, the Ansible tier's image loads beside it)
+ROUND_WAIT_S = (
+    480  # until a run reaches round 2 (about 40 s here; over 180 s once, the Ansible tier's image loads beside it)
+)
 SETTINGS = {"FLTEST_IMAGE": IMAGE, "RAY_WORKERS": "2", "RAY_HEAD_CPUS": "1", "RAY_WORKER_CPUS": "1"}
 
 
 def _env(project: str, token, **settings) -> dict[str, str]:
     """The environment of a plain compose or fltest-deploy call on ``project`` with ``token``, the kit's values
     in it as the README's plain compose line sources them (``set -a; . ../deploy/kit.env``)."""
-    return {**env_file_values(KIT_FILE), **os.environ, **SETTINGS, "COMPOSE_PROJECT_NAME": project, "RAY_TOKEN_FILE": str(token), **settings}
+    return {
+        **env_file_values(KIT_FILE),
+        **os.environ,
+        **SETTINGS,
+        "COMPOSE_PROJECT_NAME": project,
+        "RAY_TOKEN_FILE": str(token),
+        **settings,
+    }
 
 
 def _fltest_deploy(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``fltest-deploy <args>`` as an operator types it, in its own process."""
-    return subprocess.run([sys.executable, "-m", "deploy", *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "deploy", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _plain_compose(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     """``docker-compose <args>`` (or ``docker compose``) run in compose/, as the README allows."""
-    return subprocess.run([*compose_cli(), *args], cwd=COMPOSE_DIR, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*compose_cli(), *args], cwd=COMPOSE_DIR, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +106,11 @@ def test_ray_reports_every_node_with_its_pinned_cpus(emulation, docker_client):
     state = wait_until_ready(emulation, docker_client, 30)
     assert len(state.nodes) == 3 and state.cpus == 3.0
     containers = emulation.containers(docker_client)
-    assert sorted(c.labels["com.docker.compose.service"] for c in containers) == [HEAD_SERVICE, WORKER_SERVICE, WORKER_SERVICE]
+    assert sorted(c.labels["com.docker.compose.service"] for c in containers) == [
+        HEAD_SERVICE,
+        WORKER_SERVICE,
+        WORKER_SERVICE,
+    ]
     for container in containers:
         host = container.attrs["HostConfig"]
         assert host["NanoCpus"] == state.nodes[container.name] * 1e9  # cgroup quota == Ray's --num-cpus
@@ -140,7 +157,9 @@ def test_every_node_is_hardened_and_its_ray_logs_are_readable(emulation, docker_
     env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
     logs = _fltest_deploy(env, "logs", "ray-head", "--lines", "3", timeout=120)
     assert logs.returncode == 0, logs.stderr
-    assert re.search(r"== fltest-test.ray-head.1: Ray logs in /tmp/ray/session_latest/logs: .*raylet\.out", logs.stdout), logs.stdout
+    assert re.search(
+        r"== fltest-test.ray-head.1: Ray logs in /tmp/ray/session_latest/logs: .*raylet\.out", logs.stdout
+    ), logs.stdout
 
 
 DASHBOARD_PROBE = "import socket; socket.create_connection(('ray-head', 8265), timeout=5); print('OPEN')"
@@ -176,9 +195,11 @@ def test_a_driver_without_the_token_is_refused(emulation, docker_client, token_e
 
 def test_a_node_without_the_token_is_refused(emulation, docker_client):
     container = docker_client.containers.run(
-        IMAGE, ["timeout", "30", "ray", "start", "--address=ray-head:6379", "--num-cpus=1", "--block"],
-        network=f"{PROJECT}_cluster", detach=True,
-    )  # fmt: skip
+        IMAGE,
+        ["timeout", "30", "ray", "start", "--address=ray-head:6379", "--num-cpus=1", "--block"],
+        network=f"{PROJECT}_cluster",
+        detach=True,
+    )
     try:
         exit_code = container.wait(timeout=60)["StatusCode"]
         output = container.logs().decode()
@@ -210,14 +231,21 @@ def test_fltest_deploy_run_passes_fltest_s_exit_code_through(emulation, tmp_path
     work = tmp_path / "work"
     work.mkdir()
     (work / "failing_hooks.py").write_text(
-        "def after_local_training(partition_id, server_round, old_params, new_params):\n    raise RuntimeError('planted failure')\n")
+        "def after_local_training(partition_id, server_round, old_params, new_params):\n    raise RuntimeError('planted failure')\n"
+    )
     config = base_config()
     config.update(name="deploy-run-fails", clients=2, total_cpus=2, hooks="failing_hooks")
     config["training"].update(rounds=1, local_epochs=1)
     (work / "experiment.yaml").write_text(yaml.safe_dump(config))
     env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
-    result = subprocess.run([str(Path(sys.executable).with_name("fltest-deploy")), "run", "experiment.yaml"], cwd=work, env=env,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("fltest-deploy")), "run", "experiment.yaml"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     summary = json.loads((work / "results" / "deploy-run-fails" / "reference" / "summary.json").read_text())
     assert summary["status"] == "failed" and "planted failure" in summary["error"], summary
@@ -285,8 +313,13 @@ def test_plain_compose_up_without_a_token_stops_at_once_and_makes_no_directory(d
         assert not token.exists()  # no directory made in its place
         assert not RayEmulation(name="fltest-test-notoken").containers(docker_client, include_stopped=True)
         with pytest.raises(Exception) as failure:  # the tools' own compose call says the same, in one line
-            RayEmulation(name="fltest-test-notoken", overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}).up(docker_client)
-        assert str(failure.value) == f"{' '.join(compose_cli())} up (project fltest-test-notoken) failed (exit 1): {reason}"
+            RayEmulation(name="fltest-test-notoken", overrides={**SETTINGS, "RAY_TOKEN_FILE": str(token)}).up(
+                docker_client
+            )
+        assert (
+            str(failure.value)
+            == f"{' '.join(compose_cli())} up (project fltest-test-notoken) failed (exit 1): {reason}"
+        )
     finally:
         _plain_compose(env, "down", "--volumes")
 
@@ -310,7 +343,9 @@ def test_a_node_refuses_a_directory_as_token_with_one_line_and_no_restart_loop(d
         assert HEAD_SERVICE in {node.labels[SERVICE_LABEL] for node in nodes}
         for node in nodes:
             node.reload()
-            assert (node.status, node.attrs["State"]["ExitCode"], node.attrs["RestartCount"]) == ("exited", 0, 0), node.name
+            assert (node.status, node.attrs["State"]["ExitCode"], node.attrs["RestartCount"]) == ("exited", 0, 0), (
+                node.name
+            )
             assert node.logs().decode().strip().splitlines() == [
                 "deploy.node.ray_start: RAY_AUTH_TOKEN_PATH=/run/secrets/ray_token: is a directory, not the token file "
                 "(run: fltest-deploy token on the host)"
@@ -332,9 +367,11 @@ def test_a_compose_failure_names_compose_s_reason_in_one_line(docker_client, flt
         result = _fltest_deploy(env, "up", timeout=120)
         assert result.returncode == 1
         (line,) = result.stderr.strip().splitlines()
-        expected = (f"fltest-deploy: error: {' '.join(compose_cli())} up (project fltest-test-cpuset) failed (exit 1): "
-                    "Cannot create container for service ray-head: Requested CPUs are not available - requested 999, available: ")
-        assert line.startswith(expected) and re.fullmatch(r"[0-9,-]+", line[len(expected):])
+        expected = (
+            f"fltest-deploy: error: {' '.join(compose_cli())} up (project fltest-test-cpuset) failed (exit 1): "
+            "Cannot create container for service ray-head: Requested CPUs are not available - requested 999, available: "
+        )
+        assert line.startswith(expected) and re.fullmatch(r"[0-9,-]+", line[len(expected) :])
     finally:
         _fltest_deploy(env, "down", timeout=120)
 
@@ -349,7 +386,9 @@ def _wait_for_round(head, name: str, server_round: int, run_state: Callable[[], 
     """
     deadline = time.monotonic() + ROUND_WAIT_S
     while time.monotonic() < deadline:
-        rounds = head.exec_run(["sh", "-c", f"cat /var/lib/fltest/work/runs/{name}-*/results/{name}/flower/metrics.jsonl"])
+        rounds = head.exec_run(
+            ["sh", "-c", f"cat /var/lib/fltest/work/runs/{name}-*/results/{name}/flower/metrics.jsonl"]
+        )
         if rounds.exit_code == 0 and len(rounds.output.splitlines()) >= server_round + 1:
             return
         ended, state = run_state()
@@ -365,7 +404,10 @@ def _process_state(process: subprocess.Popen, stderr_path: Path) -> Callable[[],
     def state() -> tuple[bool, str]:
         code = process.poll()
         tail = " | ".join(stderr_path.read_text().strip().splitlines()[-5:])
-        return code is not None, f"{'running' if code is None else f'exit code {code}'}; its stderr ends: {tail or '(nothing)'}"
+        return (
+            code is not None,
+            f"{'running' if code is None else f'exit code {code}'}; its stderr ends: {tail or '(nothing)'}",
+        )
 
     return state
 
@@ -375,14 +417,23 @@ def _health(container) -> str:
     return container.attrs["State"].get("Health", {}).get("Status", "-")
 
 
-def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cause(emulation, docker_client, tmp_path, tier_report):
+def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cause(
+    emulation, docker_client, tmp_path, tier_report
+):
     """``docker network disconnect`` of a worker at round 2: one line naming the container and why, in bounded time."""
-    config = _experiment(tmp_path / "experiment", "cutoff", rounds=40, timeout_s=120)  # Ray notices before the round timeout
+    config = _experiment(
+        tmp_path / "experiment", "cutoff", rounds=40, timeout_s=120
+    )  # Ray notices before the round timeout
     env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("w") as stderr:
-        run = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(tmp_path / "results")],
-                               env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
+        run = subprocess.Popen(
+            [sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(tmp_path / "results")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
     network = docker_client.networks.get(f"{PROJECT}_cluster")
     victim = None
     try:
@@ -407,12 +458,17 @@ def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cau
         if victim is not None:
             network.connect(victim)
     lines = stderr_path.read_text().splitlines()
-    tier_report(f"worker cut off at round 2: run failed after {failed_after:.1f} s, worker unhealthy after {unhealthy_after} s")
+    tier_report(
+        f"worker cut off at round 2: run failed after {failed_after:.1f} s, worker unhealthy after {unhealthy_after} s"
+    )
     assert run.returncode == 1
     failures = [line for line in lines if line.startswith("run flower failed: ")]
     assert len(failures) == 1, lines[-20:]
-    assert re.fullmatch(rf"run flower failed: round \d+: client \d+ failed: Ray node {re.escape(victim.name)} "
-                        r"\(\d+\.\d+\.\d+\.\d+\) died \(ActorDiedError\)", failures[0]), failures[0]  # fmt: skip
+    assert re.fullmatch(
+        rf"run flower failed: round \d+: client \d+ failed: Ray node {re.escape(victim.name)} "
+        r"\(\d+\.\d+\.\d+\.\d+\) died \(ActorDiedError\)",
+        failures[0],
+    ), failures[0]
     assert not any(line.rstrip().endswith("'>") for line in lines)
     assert failed_after < 120
     assert unhealthy_after is not None and unhealthy_after < 60  # Docker no longer reports it healthy
@@ -432,10 +488,18 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     results = tmp_path / "results"
     outcome: dict = {}
     own_client = docker.from_env()  # the run streams on its own connection
-    runner = threading.Thread(target=lambda: outcome.update(code=run_in_head(emulation.head(own_client), config, load_config(config), results)))
+    runner = threading.Thread(
+        target=lambda: outcome.update(
+            code=run_in_head(emulation.head(own_client), config, load_config(config), results)
+        )
+    )
     runner.start()
-    _wait_for_round(emulation.head(docker_client), "killed", 2,
-                    lambda: ("code" in outcome, f"exit code {outcome['code']}" if "code" in outcome else "running"))  # fmt: skip
+    _wait_for_round(
+        emulation.head(docker_client),
+        "killed",
+        2,
+        lambda: ("code" in outcome, f"exit code {outcome['code']}" if "code" in outcome else "running"),
+    )
     victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
     hostname = victim.attrs["Config"]["Hostname"]
     killed_node = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
@@ -445,8 +509,9 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     summary = json.loads((results / "killed" / "flower" / "summary.json").read_text())
     assert (outcome["code"], summary["status"]) == (1, "failed"), summary
     # the one line names the killed container and what happened to it (not "no reply in time")
-    assert re.search(rf"Ray node {re.escape(victim.name)} \(\d+\.\d+\.\d+\.\d+\) (died|became unreachable)",
-                     summary["error"]), summary["error"]  # fmt: skip
+    assert re.search(
+        rf"Ray node {re.escape(victim.name)} \(\d+\.\d+\.\d+\.\d+\) (died|became unreachable)", summary["error"]
+    ), summary["error"]
     emulation.up(docker_client)
     state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
     assert len(state.nodes) == 3 and state.cpus == 3.0
@@ -460,23 +525,33 @@ def _deploy_run_as_a_user(tmp_path: Path, env: dict[str, str], config: Path, std
     """``fltest-deploy run <config>`` from ``tmp_path`` with a relative config and the default results folder, in a
     session of its own, SIGINT handled as in a terminal."""
     with stderr_path.open("w") as stderr:
-        return subprocess.Popen([sys.executable, "-m", "deploy", "run", str(config.relative_to(tmp_path))], cwd=tmp_path, env=env,
-                                stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "deploy", "run", str(config.relative_to(tmp_path))],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
 
 def _ray_cpus_free(head) -> tuple[float, float]:
     """The cluster's available and total CPUs, asked by a driver in the head."""
-    probe = ("import ray; ray.init(address='ray-head:6379', logging_level='ERROR'); "
-             "print(ray.available_resources().get('CPU', 0), ray.cluster_resources().get('CPU', 0))")  # fmt: skip
+    probe = (
+        "import ray; ray.init(address='ray-head:6379', logging_level='ERROR'); "
+        "print(ray.available_resources().get('CPU', 0), ray.cluster_resources().get('CPU', 0))"
+    )
     result = head.exec_run(["python", "-c", probe])
     free, total = result.output.decode().strip().splitlines()[-1].split()
     return float(free), float(total)
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_stopping_fltest_deploy_run_stops_the_run_in_the_head_and_brings_its_rounds_back(emulation, docker_client, tmp_path,
-                                                                                          tier_report, how):  # fmt: skip
+def test_stopping_fltest_deploy_run_stops_the_run_in_the_head_and_brings_its_rounds_back(
+    emulation, docker_client, tmp_path, tier_report, how
+):
     """Ctrl-C (SIGINT to the command's process group) or SIGTERM (to it alone) at round 2 of 300: the fltest run in the
     head stops within the bound, its rounds and an ``interrupted`` summary reach the host, nothing of it runs on."""
     name, signal_name = f"stop{how.replace('-', '')}", "SIGINT" if how == "ctrl-c" else "SIGTERM"
@@ -496,14 +571,22 @@ def test_stopping_fltest_deploy_run_stops_the_run_in_the_head_and_brings_its_rou
     finally:
         if run.poll() is None:
             run.kill()
-    tier_report(f"fltest-deploy run stopped by {signal_name} at round 2: exit {run.returncode} after {stopped_after:.1f} s")
+    tier_report(
+        f"fltest-deploy run stopped by {signal_name} at round 2: exit {run.returncode} after {stopped_after:.1f} s"
+    )
     lines = stderr_path.read_text().strip().splitlines()
     assert run.returncode == 130, lines[-20:]
-    assert re.fullmatch(rf"fltest-deploy: interrupted \({signal_name}\): fltest run in {re.escape(head.name)} \(runs/{name}-\d{{8}}-\d{{6}}\)"
-                        rf" stopped; its rounds so far and summary: results/{name}", lines[-1]), lines[-20:]  # fmt: skip
+    assert re.fullmatch(
+        rf"fltest-deploy: interrupted \({signal_name}\): fltest run in {re.escape(head.name)} \(runs/{name}-\d{{8}}-\d{{6}}\)"
+        rf" stopped; its rounds so far and summary: results/{name}",
+        lines[-1],
+    ), lines[-20:]
     summary = json.loads((tmp_path / "results" / name / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
-    assert len((tmp_path / "results" / name / "flower" / "metrics.jsonl").read_text().splitlines()) == summary["rounds_completed"] + 1
+    assert (
+        len((tmp_path / "results" / name / "flower" / "metrics.jsonl").read_text().splitlines())
+        == summary["rounds_completed"] + 1
+    )
     assert stopped_after < 45  # the issue's 30 s, with room for a loaded host
     assert runs_in(head) == []  # no fltest run left in the head
     assert head.exec_run(["ls", "/var/lib/fltest/work/runs"]).output.decode().split() == []  # nor its staged folder
@@ -513,8 +596,9 @@ def test_stopping_fltest_deploy_run_stops_the_run_in_the_head_and_brings_its_rou
     assert cpus[0] == cpus[1] == 3.0, cpus
 
 
-def test_a_run_left_by_a_killed_fltest_deploy_is_refused_by_the_next_and_stop_brings_its_results_back(emulation, docker_client,
-                                                                                                       tmp_path):  # fmt: skip
+def test_a_run_left_by_a_killed_fltest_deploy_is_refused_by_the_next_and_stop_brings_its_results_back(
+    emulation, docker_client, tmp_path
+):
     """``fltest-deploy run`` killed outright (SIGKILL): its run goes on in the head; the next ``run`` refuses in one line
     naming it and how to stop it; ``fltest-deploy stop`` stops it (as Ctrl-C) and brings its results back."""
     config = _experiment(tmp_path / "experiment", "orphan", rounds=300)
@@ -526,12 +610,20 @@ def test_a_run_left_by_a_killed_fltest_deploy_is_refused_by_the_next_and_stop_br
     run.kill()
     run.wait()
     (left,) = runs_in(head)
-    refused = subprocess.run([sys.executable, "-m", "deploy", "run", "experiment/experiment.yaml"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "deploy", "run", "experiment/experiment.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 1
-    assert re.fullmatch(rf"fltest-deploy: error: {re.escape(head.name)} still runs an experiment: fltest run of runs/orphan-\d{{8}}-\d{{6}}"
-                        rf" \(pid {left['pid']}, since \d\d:\d\d:\d\d\); stop it and bring its results back with: fltest-deploy stop",
-                        refused.stderr.strip()), refused.stderr  # fmt: skip
+    assert re.fullmatch(
+        rf"fltest-deploy: error: {re.escape(head.name)} still runs an experiment: fltest run of runs/orphan-\d{{8}}-\d{{6}}"
+        rf" \(pid {left['pid']}, since \d\d:\d\d:\d\d\); stop it and bring its results back with: fltest-deploy stop",
+        refused.stderr.strip(),
+    ), refused.stderr
     stop = _fltest_deploy(env, "stop", "--results-dir", str(tmp_path / "rescued"), timeout=180)
     assert stop.returncode == 0, stop.stderr
     rescued = tmp_path / "rescued" / left["run_id"]
@@ -545,14 +637,21 @@ def test_a_run_left_by_a_killed_fltest_deploy_is_refused_by_the_next_and_stop_br
     assert runs_in(head) == [] and head.exec_run(["ls", "/var/lib/fltest/work/runs"]).output.decode().split() == []
 
 
-def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_keeps_them(emulation, docker_client, tmp_path, tier_report):
+def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_keeps_them(
+    emulation, docker_client, tmp_path, tier_report
+):
     config = _experiment(tmp_path / "experiment", "headkill", rounds=40, timeout_s=120)
     env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
     results = tmp_path / "results"
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("w") as stderr:
-        run = subprocess.Popen([sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(results)],
-                               env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
+        run = subprocess.Popen(
+            [sys.executable, "-m", "deploy", "run", str(config), "--results-dir", str(results)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
     try:
         head = emulation.head(docker_client)
         _wait_for_round(head, "headkill", 2, _process_state(run, stderr_path))
@@ -591,7 +690,9 @@ def test_down_leaves_no_container_network_or_volume(emulation, docker_client):
     assert emulation.leftovers(docker_client) == []
 
 
-def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(docker_client, fltest_image, tmp_path, tier_report):
+def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(
+    docker_client, fltest_image, tmp_path, tier_report
+):
     """``fltest-deploy up --dashboard``: 127.0.0.1:<port> answers 401 without the token, 403 with a wrong one, 200 with it."""
     token = tmp_path / "ray_token"
     ensure_ray_token(token)
@@ -612,7 +713,9 @@ def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(doc
         assert not head.attrs["HostConfig"]["PortBindings"]  # the head publishes nothing itself
         assert set(head.attrs["NetworkSettings"]["Networks"]) == {"fltest-test-dashboard_cluster"}
         forwarder = next(c for c in containers if c.labels["com.docker.compose.service"] == "ray-dashboard")
-        assert forwarder.attrs["HostConfig"]["PortBindings"] == {"8265/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]}
+        assert forwarder.attrs["HostConfig"]["PortBindings"] == {
+            "8265/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]
+        }
         url = f"http://127.0.0.1:{port}/api/jobs/"
         deadline = time.monotonic() + 60  # the dashboard's HTTP server starts after Ray reports the node
         while True:

@@ -52,9 +52,15 @@ TIMEOUT_S = 120
 UP_TIMEOUT_S = 3 * TIMEOUT_S + 120  # fltest-flower up: its two waits (--timeout, 120 s each) and the registrations
 REFUSED_EXIT = 1  # a SuperNode the SuperLink refuses: Flower logs its exit code 305 and the process exits 1 (flwr_exit)
 RUN_TIMEOUT_S = 300  # a whole 3-round run, with room for a loaded host (measured 65-145 s)
-SETUP_BOUND_S = 120  # the operator container's and fltest's start-up, the shards, one question to the SuperLink (50 s at load 15)
-HEARTBEAT_S = 60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
-APP = REPO / "tests" / "flower_app"  # the tests' own Flower App: 2 rounds, final_model.npz, a client-<id>.txt per SuperNode
+SETUP_BOUND_S = (
+    120  # the operator container's and fltest's start-up, the shards, one question to the SuperLink (50 s at load 15)
+)
+HEARTBEAT_S = (
+    60  # a SuperNode is declared gone 2 heartbeat intervals (2 x 30 s, Flower's fixed interval) after its last one
+)
+APP = (
+    REPO / "tests" / "flower_app"
+)  # the tests' own Flower App: 2 rounds, final_model.npz, a client-<id>.txt per SuperNode
 LONG_RUN = "num-server-rounds=100 train-seconds=1.0"  # the App's run config for a run that outlasts a test step
 
 
@@ -66,7 +72,10 @@ def _config(federation: FlowerFederation, ca: Path) -> ExperimentConfig:
     config["training"].update(rounds=ROUNDS, local_epochs=1, round_timeout_s=60)
     config["output"] = {"save_round_models": True}
     options = {"mode": "deployment", "superlink": federation.address, "root_certificates": str(ca)}
-    config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr", "options": options}]
+    config["runs"] = [
+        {"name": "reference", "framework": "reference"},
+        {"name": "flower", "framework": "flwr", "options": options},
+    ]
     return ExperimentConfig.model_validate(config)
 
 
@@ -79,10 +88,15 @@ def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
     federation = FlowerFederation(
         name=PROJECT,
         generated_dir=root / "generated",
-        overrides={"FLTEST_IMAGE": IMAGE, "FLOWER_SUPERNODES": str(len(NODES)),
-                   "FLOWER_TLS_DIR": str(root / "tls"), "FLOWER_KEYS_DIR": str(root / "keys"), "FLOWER_DATA_DIR": str(root / "data")},
+        overrides={
+            "FLTEST_IMAGE": IMAGE,
+            "FLOWER_SUPERNODES": str(len(NODES)),
+            "FLOWER_TLS_DIR": str(root / "tls"),
+            "FLOWER_KEYS_DIR": str(root / "keys"),
+            "FLOWER_DATA_DIR": str(root / "data"),
+        },
         client=docker_client,
-    )  # fmt: skip
+    )
     federation.down()  # a run killed earlier may have left it behind
     start = time.monotonic()
     try:
@@ -96,10 +110,14 @@ def federation(docker_client, fltest_image, tier_report, tmp_path_factory):
         experiment.write_text(yaml.safe_dump(config.model_dump(mode="json")))
         prepared = _flower_cli(federation, "prepare", str(experiment))
         assert prepared.returncode == 0, prepared.stderr
-        shutil.copytree(root / "data" / NODES[0], root / "data" / ROGUE)  # the rogue node has data, not a registered key
+        shutil.copytree(
+            root / "data" / NODES[0], root / "data" / ROGUE
+        )  # the rogue node has data, not a registered key
         up = _flower_cli(federation, "up", timeout=UP_TIMEOUT_S)
         assert up.returncode == 0, up.stderr
-        tier_report(f"flower: fltest-flower tls, keys, prepare, up: SuperLink + {len(NODES)} SuperNodes online ({time.monotonic() - start:.1f} s)")
+        tier_report(
+            f"flower: fltest-flower tls, keys, prepare, up: SuperLink + {len(NODES)} SuperNodes online ({time.monotonic() - start:.1f} s)"
+        )
         yield federation, config, root
     finally:
         start = time.monotonic()
@@ -141,7 +159,10 @@ def test_partitions_are_readable_by_their_owner_and_the_container_user_only(fede
         for path in [data / node, *(data / node).rglob("*")]:
             mode = path.stat()
             assert stat.S_IMODE(mode.st_mode) == (0o750 if path.is_dir() else 0o640), path
-            assert (mode.st_uid, mode.st_gid) == owner  # as root: the container user's; else the owner's, which the node joins
+            assert (
+                mode.st_uid,
+                mode.st_gid,
+            ) == owner  # as root: the container user's; else the owner's, which the node joins
         container = _container(federation, docker_client, node)
         assert container.exec_run(["cat", "/var/lib/fltest/partition/partition.json"]).exit_code == 0
 
@@ -163,7 +184,9 @@ def test_one_key_for_two_supernodes_is_refused(federation):
 
 def test_unregistered_key_is_refused(federation, docker_client):
     federation, _, _ = federation
-    federation.write_supernodes({**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES))  # up wrote the registered ones
+    federation.write_supernodes(
+        {**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES)
+    )  # up wrote the registered ones
     federation.up(ROGUE)
     rogue = _container(federation, docker_client, ROGUE, include_stopped=True)
     # Its next exit: a container not started yet ("created") would pass a plain wait at once, with code 0;
@@ -185,20 +208,44 @@ def test_no_local_user_and_no_supernode_reaches_the_control_api(federation, dock
     """
     federation, _, _ = federation
     containers = federation.containers(docker_client)
-    assert all(not c.attrs["NetworkSettings"]["Ports"] or not any(c.attrs["NetworkSettings"]["Ports"].values())
-               for c in containers), "a port is published on the host"  # fmt: skip
-    addresses = sorted({n["IPAddress"] for c in containers for n in c.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]})
+    assert all(
+        not c.attrs["NetworkSettings"]["Ports"] or not any(c.attrs["NetworkSettings"]["Ports"].values())
+        for c in containers
+    ), "a port is published on the host"
+    addresses = sorted(
+        {n["IPAddress"] for c in containers for n in c.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]}
+    )
     holder = _container(federation, docker_client, "superlink-net").attrs["NetworkSettings"]["Networks"].values()
-    control, health, fleet = probes([n["IPAddress"] for n in holder])  # the SuperLink's namespace: the proxy answers there
-    control += [probe for probe in probes(addresses)[0] if probe not in control]  # every other container: nothing listens
+    control, health, fleet = probes(
+        [n["IPAddress"] for n in holder]
+    )  # the SuperLink's namespace: the proxy answers there
+    control += [
+        probe for probe in probes(addresses)[0] if probe not in control
+    ]  # every other container: nothing listens
     python = shutil.which("python3", path="/usr/bin:/bin")  # the system's, which user nobody may run
     assert python, "no /usr/bin/python3 for user nobody"
-    as_nobody = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", python, "-c", PROBE,
-                                json.dumps(control + health + fleet)], capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
+    as_nobody = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+            python,
+            "-c",
+            PROBE,
+            json.dumps(control + health + fleet),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert as_nobody.returncode == 0, as_nobody.stderr
     check_refusals(json.loads(as_nobody.stdout), control, health, fleet)
     control, health, fleet = probes(["superlink"])
-    probe = _container(federation, docker_client, NODES[0]).exec_run(["python", "-c", PROBE, json.dumps(control + health + fleet)])
+    probe = _container(federation, docker_client, NODES[0]).exec_run(
+        ["python", "-c", PROBE, json.dumps(control + health + fleet)]
+    )
     assert probe.exit_code == 0, probe.output
     check_refusals(json.loads(probe.output), control, health, fleet)
     tier_report(f"flower: Control refused to user nobody at {len(addresses)} addresses and from a SuperNode")
@@ -217,8 +264,11 @@ def test_every_container_is_hardened(federation, docker_client):
     try:
         containers = federation.containers(docker_client, include_stopped=True)
         services = {c.labels["com.docker.compose.service"] for c in containers}
-        assert {"superlink-net", "superlink", "fleet-proxy", "operator", *NODES} <= services <= {
-            "superlink-net", "superlink", "fleet-proxy", "operator", *NODES, ROGUE}  # the rogue once its test started it
+        assert (
+            {"superlink-net", "superlink", "fleet-proxy", "operator", *NODES}
+            <= services
+            <= {"superlink-net", "superlink", "fleet-proxy", "operator", *NODES, ROGUE}
+        )  # the rogue once its test started it
         for container in containers:
             host = container.attrs["HostConfig"]
             assert [c.upper() for c in host["CapDrop"]] == ["ALL"] and not host["CapAdd"], container.name
@@ -230,7 +280,11 @@ def test_every_container_is_hardened(federation, docker_client):
             if container.status == "running":
                 assert_root_read_only(container)
                 assert container.exec_run(["touch", "/tmp/x"]).exit_code == 0, container.name
-                status = container.exec_run(["grep", "-E", "^(CapEff|NoNewPrivs)", "/proc/self/status"]).output.decode().split()
+                status = (
+                    container.exec_run(["grep", "-E", "^(CapEff|NoNewPrivs)", "/proc/self/status"])
+                    .output.decode()
+                    .split()
+                )
                 assert status == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1"], container.name
         memory = {c.labels["com.docker.compose.service"]: c.attrs["HostConfig"]["Memory"] for c in containers}
         assert memory["superlink"] == _memory_bytes(federation.setting("FLOWER_SUPERLINK_MEMORY"))
@@ -263,11 +317,15 @@ def test_run_on_the_federation_matches_the_reference(federation, tier_report):
     assert_conforms(results / config.name, "flower", ROUNDS)
     assert [p.shape for p in load_params(results / config.name / "flower" / "model_final.npz")] == [(8, 8, 10), (10,)]
     last = read_jsonl(results / config.name / "flower" / "metrics.jsonl")[-1]["train"]
-    assert last["batches"] > 0 and last["update_norm"] > 0  # the module's train and the hooks' after_local_training, on the nodes
+    assert (
+        last["batches"] > 0 and last["update_norm"] > 0
+    )  # the module's train and the hooks' after_local_training, on the nodes
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
     assert sorted(summary["client_hosts"]) == [federation.container_name(n) for n in NODES]  # each in its own container
     assert {(p.stat().st_uid, p.stat().st_gid) for p in results.rglob("*")} == {(os.getuid(), os.getgid())}
-    tier_report(f"flower: fltest-flower run, {ROUNDS} rounds on {len(NODES)} SuperNodes (with the reference) in {elapsed:.1f} s")
+    tier_report(
+        f"flower: fltest-flower run, {ROUNDS} rounds on {len(NODES)} SuperNodes (with the reference) in {elapsed:.1f} s"
+    )
 
 
 def _user_app(root: Path, name: str, *dependencies: str) -> Path:
@@ -275,14 +333,20 @@ def _user_app(root: Path, name: str, *dependencies: str) -> Path:
     folder = root / name
     shutil.copytree(APP, folder)
     pyproject = folder / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('    "numpy>=2.0",\n', '    "numpy>=2.0",\n' + "".join(f'    "{d}",\n' for d in dependencies)))
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            '    "numpy>=2.0",\n', '    "numpy>=2.0",\n' + "".join(f'    "{d}",\n' for d in dependencies)
+        )
+    )
     return folder
 
 
 def _fltest_flwr(federation, folder: Path, *args: str, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
     """``fltest-flower flwr <args>`` run from ``folder``, as a user runs it from their App's folder."""
     command = [sys.executable, "-m", "deploy.commands.fltest_flower", "flwr", *args]
-    return subprocess.run(command, cwd=folder, env=_flower_env(federation), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        command, cwd=folder, env=_flower_env(federation), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _started_run(output: str) -> int:
@@ -296,7 +360,9 @@ def _run_lines(listed: str) -> list[str]:
     return [line for line in listed.splitlines() if line.startswith("run ")]
 
 
-def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_come_back(federation, docker_client, tier_report):
+def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_come_back(
+    federation, docker_client, tier_report
+):
     """The issue's measured failure: a Flower App (not fltest's) had no way onto the federation, and its ServerApp's
     final_model.npz failed with EROFS in the read-only container (exit 201). Now, from the App's folder, ``fltest-flower
     flwr run . fltest --stream`` runs it to the end; each ClientApp read its partition from the ``data-path`` of its node
@@ -309,20 +375,28 @@ def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_
     elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_id = _started_run(result.stdout)
-    assert f"tiny-app: 2 rounds on {len(NODES)} SuperNodes, model saved to final_model.npz" in result.stdout  # the ServerApp's log
+    assert (
+        f"tiny-app: 2 rounds on {len(NODES)} SuperNodes, model saved to final_model.npz" in result.stdout
+    )  # the ServerApp's log
     assert _flower_run_status(federation, run_id) == "finished:completed"
     listed = _flower_cli(federation, "list")
     assert listed.returncode == 0, listed.stderr
     (line,) = [line for line in _run_lines(listed.stdout) if line.split()[1] == str(run_id)]
     assert re.fullmatch(rf"run +{run_id}  finished:completed +fltest-tests/tiny-app 1\.0\.0  [\d.]+ s", line), line
-    assert any(" fltest/fltest-app " in line for line in _run_lines(listed.stdout))  # fltest's own run of this module, the same way
+    assert any(
+        " fltest/fltest-app " in line for line in _run_lines(listed.stdout)
+    )  # fltest's own run of this module, the same way
 
     out = root / "app-files"
     files = _flower_cli(federation, "files", "--out", str(out))
     assert files.returncode == 0, files.stderr
-    assert files.stdout.splitlines()[0].startswith("superlink: 1 file, ") and files.stdout.splitlines()[0].endswith(f" -> {out}/superlink")
+    assert files.stdout.splitlines()[0].startswith("superlink: 1 file, ") and files.stdout.splitlines()[0].endswith(
+        f" -> {out}/superlink"
+    )
     model = np.load(out / "superlink" / "final_model.npz")
-    assert [array.tolist() for array in model.values()] == [[3.0, 3.0, 3.0]]  # 2 rounds of the mean of (partition id + 1) over 2 nodes
+    assert [array.tolist() for array in model.values()] == [
+        [3.0, 3.0, 3.0]
+    ]  # 2 rounds of the mean of (partition id + 1) over 2 nodes
     for partition_id, node in enumerate(NODES):
         assert (out / node / f"client-{partition_id}.txt").read_text() == "round 1\nround 2\n"
     assert {(p.stat().st_uid, p.stat().st_gid) for p in out.rglob("*")} == {(os.getuid(), os.getgid())}
@@ -335,12 +409,19 @@ def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_
         mount = {m["Destination"]: m for m in container.attrs["Mounts"]}[KIT.app_files_dir]
         assert mount["Type"] == "volume" and mount["RW"] is True, (service, mount)
         options = docker_client.volumes.get(mount["Name"]).attrs["Options"]
-        assert options["type"] == "tmpfs" and f"size={federation.setting('FLOWER_APP_FILES_SIZE')}" in options["o"], (service, options)
+        assert options["type"] == "tmpfs" and f"size={federation.setting('FLOWER_APP_FILES_SIZE')}" in options["o"], (
+            service,
+            options,
+        )
         statvfs = f"import os; s = os.statvfs({KIT.app_files_dir!r}); print(s.f_blocks * s.f_frsize)"
-        assert int(container.exec_run(["python", "-c", statvfs]).output) == size, service  # bounded: the tmpfs's own size
+        assert int(container.exec_run(["python", "-c", statvfs]).output) == size, (
+            service
+        )  # bounded: the tmpfs's own size
         volumes.add(mount["Name"])
     assert len(volumes) == 1 + len(NODES)  # a volume of its own per container
-    tier_report(f"flower: the tests' own Flower App through fltest-flower flwr, 2 rounds, in {elapsed:.1f} s; its files back")
+    tier_report(
+        f"flower: the tests' own Flower App through fltest-flower flwr, 2 rounds, in {elapsed:.1f} s; its files back"
+    )
 
 
 def test_ctrl_c_on_a_streamed_flwr_run_stops_the_flower_run(federation, docker_client, tier_report):
@@ -348,9 +429,28 @@ def test_ctrl_c_on_a_streamed_flwr_run_stops_the_flower_run(federation, docker_c
     Ctrl-C on ``fltest-flower flwr run . fltest --stream`` stops the run too: exit 130 and one line naming it."""
     federation, _, root = federation
     folder = _user_app(root, "my-long-app")
-    command = [sys.executable, "-m", "deploy.commands.fltest_flower", "flwr", "run", ".", "fltest", "--stream", "--run-config", LONG_RUN]
-    process = subprocess.Popen(command, cwd=folder, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "deploy.commands.fltest_flower",
+        "flwr",
+        "run",
+        ".",
+        "fltest",
+        "--stream",
+        "--run-config",
+        LONG_RUN,
+    ]
+    process = subprocess.Popen(
+        command,
+        cwd=folder,
+        env=_flower_env(federation),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: list[str] = []
     round_2 = threading.Event()
 
@@ -371,10 +471,15 @@ def test_ctrl_c_on_a_streamed_flwr_run_stops_the_flower_run(federation, docker_c
         if process.poll() is None:
             process.kill()
     run_id = _started_run("".join(lines))
-    tier_report(f"flower: fltest-flower flwr run --stream stopped by Ctrl-C at round 2: exit {process.returncode} after {stopped_after:.1f} s")
+    tier_report(
+        f"flower: fltest-flower flwr run --stream stopped by Ctrl-C at round 2: exit {process.returncode} after {stopped_after:.1f} s"
+    )
     assert process.returncode == 130, stderr[-3000:]
-    assert re.fullmatch(rf"fltest-flower: interrupted \(SIGINT\): flwr in {PROJECT}-flwr-\d{{8}}-\d{{6}} stopped; Flower run {run_id} "
-                        r"stopped \(flwr stop\); SuperNodes restarted \(2\)", stderr.strip().splitlines()[-1]), stderr[-3000:]  # fmt: skip
+    assert re.fullmatch(
+        rf"fltest-flower: interrupted \(SIGINT\): flwr in {PROJECT}-flwr-\d{{8}}-\d{{6}} stopped; Flower run {run_id} "
+        r"stopped \(flwr stop\); SuperNodes restarted \(2\)",
+        stderr.strip().splitlines()[-1],
+    ), stderr[-3000:]
     assert _flower_run_status(federation, run_id) == "finished:stopped"
     assert federation.containers(docker_client, "flwr", include_stopped=True) == []
 
@@ -407,7 +512,7 @@ def test_an_app_needing_a_package_the_image_lacks_is_refused_in_one_line_before_
         f"flwr run: {folder}/pyproject.toml: project.dependencies: torch>=2.0: not in the image {IMAGE}, and the kit installs nothing "
         f"at run time; build the image variant that has it: fltest-deploy build --extras torch, then run the federation on {IMAGE}-torch "
         "(FLTEST_IMAGE for fltest-flower up, fltest_image for cluster.yml)"
-    ], result.stderr  # fmt: skip
+    ], result.stderr
     assert len(federation.flwr("ls", CONNECTION)["runs"]) == before  # nothing submitted
 
 
@@ -418,8 +523,15 @@ def _wait_for(ready, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def _cli_config(config: ExperimentConfig, root: Path, name: str, keep_reference: bool = False, model: dict | None = None,
-                hooks: str | None = None, **training) -> Path:  # fmt: skip
+def _cli_config(
+    config: ExperimentConfig,
+    root: Path,
+    name: str,
+    keep_reference: bool = False,
+    model: dict | None = None,
+    hooks: str | None = None,
+    **training,
+) -> Path:
     """The deployment run (and the reference) as a YAML file for ``fltest-flower run``: ``training`` settings changed, a model and hooks named."""
     data = config.model_dump(mode="json")
     data["runs"] = [run for run in data["runs"] if keep_reference or run["framework"] == "flwr"]
@@ -432,8 +544,12 @@ def _cli_config(config: ExperimentConfig, root: Path, name: str, keep_reference:
 
 def _flower_env(federation) -> dict[str, str]:
     """The environment of ``fltest-flower`` for the test's project (its settings)."""
-    return {**os.environ, **federation.overrides, "COMPOSE_PROJECT_NAME": federation.name,
-            "FLOWER_GENERATED_DIR": str(federation.generated_dir)}  # fmt: skip
+    return {
+        **os.environ,
+        **federation.overrides,
+        "COMPOSE_PROJECT_NAME": federation.name,
+        "FLOWER_GENERATED_DIR": str(federation.generated_dir),
+    }
 
 
 def _flower_cli(federation, *args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
@@ -445,7 +561,9 @@ def _flower_cli(federation, *args: str, timeout: float = TIMEOUT_S) -> subproces
 def _flower_run(federation, path: Path, results: Path) -> subprocess.Popen:
     """``fltest-flower run <path> --results-dir <results>``, started."""
     command = [sys.executable, "-m", "deploy.commands.fltest_flower", "run", str(path), "--results-dir", str(results)]
-    return subprocess.Popen(command, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _failure_line(stderr: str) -> str:
@@ -478,7 +596,9 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
     federation, config, root = federation
     victim, bound = NODES[1], HEARTBEAT_S + 30  # + the ServerApp's poll, the log stream, fltest's report
     results = root / "results-killed"
-    process = _flower_run(federation, _cli_config(config, root, "killed", rounds=50, round_timeout_s=3 * HEARTBEAT_S), results)
+    process = _flower_run(
+        federation, _cli_config(config, root, "killed", rounds=50, round_timeout_s=3 * HEARTBEAT_S), results
+    )
     metrics = results / config.name / "flower" / "metrics.jsonl"
     try:
         _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, RUN_TIMEOUT_S, "round 1")
@@ -490,7 +610,9 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
         if process.poll() is None:
             process.kill()
         recovery = _restore(federation, docker_client, victim)
-    tier_report(f"flower: SuperNode killed -> failure line in {elapsed:.1f} s; back online {recovery:.1f} s after its start")
+    tier_report(
+        f"flower: SuperNode killed -> failure line in {elapsed:.1f} s; back online {recovery:.1f} s after its start"
+    )
     assert process.returncode == 1
     expected = (
         rf"run flower failed: Flower run \d+: round \d+: client 1 \(SuperNode {federation.container_name(victim)}, "
@@ -504,8 +626,16 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
 def _flower_run_as_a_user(federation, path: Path, results: Path) -> subprocess.Popen:
     """``fltest-flower run`` in a session of its own from the config's folder, SIGINT handled as in a terminal."""
     command = [sys.executable, "-m", "deploy.commands.fltest_flower", "run", path.name, "--results-dir", str(results)]
-    return subprocess.Popen(command, cwd=path.parent, env=_flower_env(federation), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    return subprocess.Popen(
+        command,
+        cwd=path.parent,
+        env=_flower_env(federation),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def online_node_ids(federation) -> list[int]:
@@ -534,19 +664,25 @@ def test_ctrl_c_on_fltest_flower_run_stops_the_flower_run_and_keeps_its_rounds(f
         if process.poll() is None:
             process.kill()
         _remove_operator_runs(federation, docker_client)
-    tier_report(f"flower: fltest-flower run stopped by Ctrl-C at round 2: exit {process.returncode} after {stopped_after:.1f} s")
+    tier_report(
+        f"flower: fltest-flower run stopped by Ctrl-C at round 2: exit {process.returncode} after {stopped_after:.1f} s"
+    )
     lines = stderr.strip().splitlines()
     assert process.returncode == 130, lines[-20:]
-    assert re.fullmatch(rf"fltest-flower: interrupted \(SIGINT\): fltest run in {PROJECT}-operator-\d{{8}}-\d{{6}} stopped;"
-                        rf" SuperNodes restarted \(2\); its rounds so far and summary: {re.escape(str(results / config.name))}",
-                        lines[-1]), lines[-20:]  # fmt: skip
+    assert re.fullmatch(
+        rf"fltest-flower: interrupted \(SIGINT\): fltest run in {PROJECT}-operator-\d{{8}}-\d{{6}} stopped;"
+        rf" SuperNodes restarted \(2\); its rounds so far and summary: {re.escape(str(results / config.name))}",
+        lines[-1],
+    ), lines[-20:]
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
     assert _flower_run_status(federation, summary["flower_run_id"]) == "finished:stopped"
     # Stopped in about 15 s; then the check of the Flower run and the SuperNodes' restart until online: 90 s for a loaded host.
     assert stopped_after < 90
     assert federation.containers(docker_client, "operator", include_stopped=True) == []
-    assert set(online_node_ids(federation)) == set(federation.node_ids().values())  # restarted, and online for the next run
+    assert set(online_node_ids(federation)) == set(
+        federation.node_ids().values()
+    )  # restarted, and online for the next run
 
 
 def test_a_run_left_by_a_killed_fltest_flower_is_refused_by_the_next_and_stop_ends_it(federation, docker_client):
@@ -569,10 +705,14 @@ def test_a_run_left_by_a_killed_fltest_flower_is_refused_by_the_next_and_stop_en
         process.stdout.close()
         process.stderr.close()
     assert refused.returncode == 1
-    assert refused.stderr.strip() == (f"fltest-flower: error: an experiment still runs next to the SuperLink: container {operator.name}"
-                                      f" (fltest run {path} --results-dir {results}); stop it with: fltest-flower stop")  # fmt: skip
+    assert refused.stderr.strip() == (
+        f"fltest-flower: error: an experiment still runs next to the SuperLink: container {operator.name}"
+        f" (fltest run {path} --results-dir {results}); stop it with: fltest-flower stop"
+    )
     assert stop.returncode == 0, stop.stderr
-    assert stop.stdout.splitlines()[0] == f"container {operator.name} (fltest run {path} --results-dir {results}): stopped"
+    assert (
+        stop.stdout.splitlines()[0] == f"container {operator.name} (fltest run {path} --results-dir {results}): stopped"
+    )
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["rounds_completed"] >= 2, summary
     assert _flower_run_status(federation, summary["flower_run_id"]) == "finished:stopped"
@@ -591,12 +731,16 @@ def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, t
         _wait_for(lambda: "online" not in _status(federation).values(), TIMEOUT_S, "the SuperNodes to be offline")
         start = time.monotonic()
         # A round timeout far above the bound: waiting for the nodes instead of asking first would fail the bound.
-        process = _flower_run(federation, _cli_config(config, root, "offline", round_timeout_s=900), root / "results-offline")
+        process = _flower_run(
+            federation, _cli_config(config, root, "offline", round_timeout_s=900), root / "results-offline"
+        )
         _, stderr = process.communicate(timeout=TIMEOUT_S)
         elapsed = time.monotonic() - start
     finally:
         recovery = sum(_restore(federation, docker_client, node) for node in NODES)
-    tier_report(f"flower: no SuperNode online -> failure line in {elapsed:.1f} s (whole fltest-flower run); back online in {recovery:.1f} s")
+    tier_report(
+        f"flower: no SuperNode online -> failure line in {elapsed:.1f} s (whole fltest-flower run); back online in {recovery:.1f} s"
+    )
     assert process.returncode == 1
     assert _failure_line(stderr) == (
         f"run flower failed: SuperLink {federation.address}: 0 of {len(NODES)} SuperNodes online ({len(NODES)} offline):"
@@ -616,11 +760,21 @@ def test_superlink_restart_keeps_registrations_and_the_next_run_completes(federa
     recovery = time.monotonic() - restarted
     listed = _flower_cli(federation, "list")
     assert listed.returncode == 0, listed.stderr
-    assert sorted(line.split()[2] for line in listed.stdout.splitlines() if line not in _run_lines(listed.stdout)) == NODES
+    assert (
+        sorted(line.split()[2] for line in listed.stdout.splitlines() if line not in _run_lines(listed.stdout)) == NODES
+    )
     start = time.monotonic()
-    result = _flower_cli(federation, "run", str(_cli_config(config, root, "restarted", round_timeout_s=180)), "--results-dir",
-                         str(root / "results-restarted"), timeout=RUN_TIMEOUT_S)  # fmt: skip
-    tier_report(f"flower: SuperLink restarted -> SuperNodes online in {recovery:.1f} s; next run {time.monotonic() - start:.1f} s")
+    result = _flower_cli(
+        federation,
+        "run",
+        str(_cli_config(config, root, "restarted", round_timeout_s=180)),
+        "--results-dir",
+        str(root / "results-restarted"),
+        timeout=RUN_TIMEOUT_S,
+    )
+    tier_report(
+        f"flower: SuperLink restarted -> SuperNodes online in {recovery:.1f} s; next run {time.monotonic() - start:.1f} s"
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -694,28 +848,44 @@ def test_down_then_up_through_the_cli_registers_the_kept_keys_again(federation, 
     ``up`` registers the same keys again (new node ids) and brings the SuperNodes online. With both online, a run of an
     experiment with one client is refused before it is submitted: ``clients`` must equal the number of SuperNodes."""
     federation, config, root = federation
-    kept = {path: path.read_bytes() for node in NODES for path in [*(root / "keys" / node).iterdir(), root / "data" / node / "partition.json"]}
+    kept = {
+        path: path.read_bytes()
+        for node in NODES
+        for path in [*(root / "keys" / node).iterdir(), root / "data" / node / "partition.json"]
+    }
     old_ids = federation.node_ids()
     start = time.monotonic()
     down = _flower_cli(federation, "down")
-    assert (down.returncode, down.stdout) == (0, f"project {PROJECT}: removed (keys and partitions kept)\n"), down.stderr
+    assert (down.returncode, down.stdout) == (0, f"project {PROJECT}: removed (keys and partitions kept)\n"), (
+        down.stderr
+    )
     assert federation.leftovers(docker_client) == []  # the SuperLink's state volume too
     up = _flower_cli(federation, "up", timeout=UP_TIMEOUT_S)
     elapsed = time.monotonic() - start
     assert up.returncode == 0, up.stderr
-    assert up.stdout.splitlines()[-1] == f"SuperLink {federation.address} in its own namespace (fltest-flower run <config>); {len(NODES)} SuperNodes"
+    assert (
+        up.stdout.splitlines()[-1]
+        == f"SuperLink {federation.address} in its own namespace (fltest-flower run <config>); {len(NODES)} SuperNodes"
+    )
     assert {path: path.read_bytes() for path in kept} == kept  # the same keys and partitions, not new ones
     new_ids = federation.node_ids()
-    assert sorted(new_ids) == NODES and not set(new_ids.values()) & set(old_ids.values()), (old_ids, new_ids)  # registered again
+    assert sorted(new_ids) == NODES and not set(new_ids.values()) & set(old_ids.values()), (
+        old_ids,
+        new_ids,
+    )  # registered again
     listed = _flower_cli(federation, "list")
     assert listed.returncode == 0, listed.stderr
-    assert sorted(tuple(line.split()) for line in listed.stdout.splitlines()) == sorted((str(new_ids[n]), "online", n) for n in NODES)
+    assert sorted(tuple(line.split()) for line in listed.stdout.splitlines()) == sorted(
+        (str(new_ids[n]), "online", n) for n in NODES
+    )
     tier_report(f"flower: fltest-flower down, then up: both keys registered again, SuperNodes online ({elapsed:.1f} s)")
     data = config.model_dump(mode="json") | {"clients": 1}
     data["runs"] = [run for run in data["runs"] if run["framework"] == "flwr"]
     one_client = root / "one-client.yaml"
     one_client.write_text(yaml.safe_dump(data))
-    refused = _flower_cli(federation, "run", str(one_client), "--results-dir", str(root / "results-one-client"), timeout=TIMEOUT_S)
+    refused = _flower_cli(
+        federation, "run", str(one_client), "--results-dir", str(root / "results-one-client"), timeout=TIMEOUT_S
+    )
     assert refused.returncode == 1, refused.stderr
     assert _failure_line(refused.stderr) == (
         f"run flower failed: SuperLink {federation.address}: {len(NODES)} SuperNodes online, but the experiment has clients: 1"

@@ -38,13 +38,22 @@ def after_local_training(partition_id, server_round, old_params, new_params):
 
 def _env(token, **settings) -> dict[str, str]:
     """fltest-deploy's environment for this project: the kit's values, the settings, Ray's logical GPUs."""
-    return {**env_file_values(KIT_FILE), **os.environ, **SETTINGS, "COMPOSE_PROJECT_NAME": PROJECT, "RAY_TOKEN_FILE": str(token),
-            DEVICES_VARIABLE: "none", **settings}  # fmt: skip
+    return {
+        **env_file_values(KIT_FILE),
+        **os.environ,
+        **SETTINGS,
+        "COMPOSE_PROJECT_NAME": PROJECT,
+        "RAY_TOKEN_FILE": str(token),
+        DEVICES_VARIABLE: "none",
+        **settings,
+    }
 
 
 def _fltest_deploy(env: dict[str, str], *args: str, cwd=None, timeout: float = 400) -> subprocess.CompletedProcess:
     """``fltest-deploy <args>`` as an operator types it."""
-    return subprocess.run([sys.executable, "-m", "deploy", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "deploy", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +75,19 @@ def logical_gpus(docker_client, fltest_image, tier_report, tmp_path_factory):
 
 def test_every_node_offers_ray_its_logical_gpu_and_status_counts_them(logical_gpus, docker_client):
     project, env, up = logical_gpus
-    assert up.stdout.strip().splitlines()[-1] == "ready: 2 nodes, 2 CPUs, 2 GPUs (Ray's logical GPUs: FLTEST_GPU_DEVICES=none)"
+    assert (
+        up.stdout.strip().splitlines()[-1]
+        == "ready: 2 nodes, 2 CPUs, 2 GPUs (Ray's logical GPUs: FLTEST_GPU_DEVICES=none)"
+    )
     status = _fltest_deploy(env, "status", timeout=120)
     assert status.returncode == 0, status.stdout + status.stderr
     assert status.stdout.strip().splitlines()[-1] == "ready: 2/2 nodes, 2/2 CPUs, 2/2 GPUs"
     containers = project.containers(docker_client)
     assert sorted(c.labels["com.docker.compose.service"] for c in containers) == [HEAD_SERVICE, WORKER_SERVICE]
     for container in containers:  # a node line: its GPU devices (none: logical) and Ray's GPUs
-        assert re.search(rf"^{re.escape(container.name)} +running .* +- +1\.0$", status.stdout, re.MULTILINE), status.stdout
+        assert re.search(rf"^{re.escape(container.name)} +running .* +- +1\.0$", status.stdout, re.MULTILINE), (
+            status.stdout
+        )
         host = container.attrs["HostConfig"]
         assert not host.get("DeviceRequests"), host.get("DeviceRequests")  # logical: nothing asked of Docker
         assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True  # the hardening stays
@@ -92,7 +106,9 @@ def test_a_flower_client_on_the_emulation_gets_its_gpu_share(logical_gpus, tmp_p
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     flower = tmp_path / "results" / "logical-gpus" / "flower"
     rounds = [json.loads(line) for line in (flower / "metrics.jsonl").read_text().splitlines()][1:]
-    assert [r["train"]["gpus_seen"] for r in rounds] == pytest.approx([1.0, 1.0])  # every client of every round had one GPU
+    assert [r["train"]["gpus_seen"] for r in rounds] == pytest.approx(
+        [1.0, 1.0]
+    )  # every client of every round had one GPU
     assert json.loads((flower / "summary.json").read_text())["client_gpus"] == 1.0
 
 
@@ -106,7 +122,9 @@ def test_a_config_asking_the_emulation_for_more_gpus_is_refused_before_staging(l
     path.write_text(yaml.safe_dump(config))
     run = _fltest_deploy(env, "run", str(path), "--results-dir", str(tmp_path / "results"), timeout=300)
     assert run.returncode == 2, run.stdout + run.stderr
-    assert run.stderr.strip().splitlines() == [f"fltest-deploy: error: {path}: total_gpus: 3 GPUs asked, Ray cluster {PROJECT} has 2"]
+    assert run.stderr.strip().splitlines() == [
+        f"fltest-deploy: error: {path}: total_gpus: 3 GPUs asked, Ray cluster {PROJECT} has 2"
+    ]
     assert not (tmp_path / "results").exists()
 
 
@@ -116,11 +134,16 @@ def test_compose_renders_a_device_request_per_node_container(tmp_path, monkeypat
     monkeypatch.delenv(DEVICES_VARIABLE, raising=False)
     for name in (".env", "docker-compose.yml"):
         (tmp_path / name).write_text((RayEmulation().directory / name).read_text())
-    project = RayEmulation(directory=tmp_path, name="fltest-gpu-config",
-                           overrides={"RAY_TOKEN_FILE": str(tmp_path / "token"), "RAY_HEAD_GPUS": "1", "RAY_WORKER_GPUS": "2"})  # fmt: skip
+    project = RayEmulation(
+        directory=tmp_path,
+        name="fltest-gpu-config",
+        overrides={"RAY_TOKEN_FILE": str(tmp_path / "token"), "RAY_HEAD_GPUS": "1", "RAY_WORKER_GPUS": "2"},
+    )
     services = yaml.safe_load(project.compose("config").stdout)["services"]
     for service, count in ((HEAD_SERVICE, 1), (WORKER_SERVICE, 2)):
         (device,) = services[service]["deploy"]["resources"]["reservations"]["devices"]
-        assert device["driver"] == "nvidia" and device["count"] == count and device["capabilities"] in (["gpu"], [["gpu"]]), (tool, device)
+        assert (
+            device["driver"] == "nvidia" and device["count"] == count and device["capabilities"] in (["gpu"], [["gpu"]])
+        ), (tool, device)
         assert f"--num-gpus={count}" in services[service]["command"]
         assert services[service]["cap_drop"] == ["ALL"] and services[service]["read_only"] is True

@@ -29,7 +29,11 @@ def _run(client, image, command, **kwargs) -> str:
 
 def test_image_runs_as_non_root_with_the_fixed_paths(docker_client, fltest_image):
     assert fltest_image.attrs["Config"]["User"] == "fltest"
-    out = _run(docker_client, fltest_image, ["python", "-c", "import os, sys, fltest; print(os.getuid(), sys.prefix, fltest.__file__)"])
+    out = _run(
+        docker_client,
+        fltest_image,
+        ["python", "-c", "import os, sys, fltest; print(os.getuid(), sys.prefix, fltest.__file__)"],
+    )
     uid, prefix, module = out.split()
     assert uid != "0"
     assert prefix == "/opt/fltest/.venv"
@@ -44,8 +48,17 @@ def test_fltest_runs_the_cluster_example_inside_and_writes_results_on_the_host(d
     _run(
         docker_client,
         fltest_image,
-        ["fltest", "run", "/examples/cluster.yaml", "--results-dir", "/results"],  # no FLTEST_RAY_ADDRESS: a private Ray
-        volumes={str(REPO / "examples"): {"bind": "/examples", "mode": "ro"}, str(results): {"bind": "/results", "mode": "rw"}},
+        [
+            "fltest",
+            "run",
+            "/examples/cluster.yaml",
+            "--results-dir",
+            "/results",
+        ],  # no FLTEST_RAY_ADDRESS: a private Ray
+        volumes={
+            str(REPO / "examples"): {"bind": "/examples", "mode": "ro"},
+            str(results): {"bind": "/results", "mode": "rw"},
+        },
         shm_size="512m",  # Ray's object store (Docker's default /dev/shm is 64 MB)
     )
     for run in ("reference", "flower"):
@@ -95,21 +108,30 @@ def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest
     context = copy_build_context(tmp_path / "context")
     canaries = {
         _kit_secret(".env", "RAY_TOKEN_FILE"): f"fltest-canary-{secrets.token_hex(16)}".encode(),
-        _kit_secret("flower.env", "FLOWER_TLS_DIR") / "superlink" / "superlink.key": f"fltest-canary-{secrets.token_hex(16)}".encode(),
-        _kit_secret("flower.env", "FLOWER_TLS_DIR") / "ca" / "ca.key": f"fltest-canary-{secrets.token_hex(16)}".encode(),
+        _kit_secret("flower.env", "FLOWER_TLS_DIR")
+        / "superlink"
+        / "superlink.key": f"fltest-canary-{secrets.token_hex(16)}".encode(),
+        _kit_secret("flower.env", "FLOWER_TLS_DIR")
+        / "ca"
+        / "ca.key": f"fltest-canary-{secrets.token_hex(16)}".encode(),
     }
     for name, canary in canaries.items():
         (context / name).parent.mkdir(parents=True, exist_ok=True)
         (context / name).write_bytes(canary + b"\n")
     ensure_key(context / _kit_secret("flower.env", "FLOWER_KEYS_DIR"), "supernode-0")
-    markers = [*canaries.values(), *private_key_markers(context / _kit_secret("flower.env", "FLOWER_KEYS_DIR") / "supernode-0" / PRIVATE_NAME)]
+    markers = [
+        *canaries.values(),
+        *private_key_markers(context / _kit_secret("flower.env", "FLOWER_KEYS_DIR") / "supernode-0" / PRIVATE_NAME),
+    ]
     before = dangling_image_ids(docker_client)
     try:
         previous = _stand_in_build(docker_client, REBUILD_TAG)
         for name in ("fltest/__init__.py", "pyproject.toml"):
             with (context / name).open("a") as handle:
                 handle.write("# a one-line change\n")
-        build_fltest_image(docker_client, tag=REBUILD_TAG, context=context, report=lambda line: tier_report(f"rebuild: {line}"))
+        build_fltest_image(
+            docker_client, tag=REBUILD_TAG, context=context, report=lambda line: tier_report(f"rebuild: {line}")
+        )
         left = dangling_image_ids(docker_client) - before
         assert not left, f"the rebuild left untagged images: {_describe(docker_client, left)}"
         for name, old in zip(build_tags(REBUILD_TAG), previous):

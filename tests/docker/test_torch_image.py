@@ -36,10 +36,16 @@ def torch_image(docker_client, fltest_image, tier_report):
     """``fltest-deploy build --extras torch`` as the README types it (after the default image: its stages are
     shared); every tag it made is removed after the module (the variant is about 6 GB)."""
     start = time.monotonic()
-    build = subprocess.run([sys.executable, "-m", "deploy", "build", "--extras", "torch"], capture_output=True, text=True)
+    build = subprocess.run(
+        [sys.executable, "-m", "deploy", "build", "--extras", "torch"], capture_output=True, text=True
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     assert re.fullmatch(rf"built {re.escape(TORCH_IMAGE)} \(\d+ MB\)", build.stdout.splitlines()[-1]), build.stdout
-    stages = [line.removeprefix("[fltest-deploy build] ") for line in build.stderr.splitlines() if line.startswith("[fltest-deploy")]
+    stages = [
+        line.removeprefix("[fltest-deploy build] ")
+        for line in build.stderr.splitlines()
+        if line.startswith("[fltest-deploy")
+    ]
     tier_report(f"torch variant: built ({time.monotonic() - start:.1f} s): {'; '.join(stages)}")
     try:
         yield docker_client.images.get(TORCH_IMAGE)
@@ -61,12 +67,18 @@ def test_torch_is_in_the_variant_below_the_code_and_in_no_default_image(docker_c
     code_step = next(i for i, step in enumerate(steps) if "COPY dir:" in step or "COPY file:" in step)
     assert code_step < extras_step  # the code above the extras: a code change keeps their layer
     served = {wheel.name for wheel in EXTRAS_WHEELHOUSE.glob("*.whl")}
-    in_image = _python(docker_client, TORCH_IMAGE, "import pathlib; print(*(p.name for p in pathlib.Path('/').glob('**/*.whl')))")
-    assert len(served) > 20 and not served & set(in_image.split())  # the extras' wheels were served to the build, never copied in
+    in_image = _python(
+        docker_client, TORCH_IMAGE, "import pathlib; print(*(p.name for p in pathlib.Path('/').glob('**/*.whl')))"
+    )
+    assert len(served) > 20 and not served & set(
+        in_image.split()
+    )  # the extras' wheels were served to the build, never copied in
     assert build_tags(TORCH_IMAGE)[-1] == TORCH_IMAGE and torch_image.attrs["Config"]["User"] == "fltest"
 
 
-def test_the_cnn_example_runs_on_the_head_and_both_workers_and_matches_the_reference(docker_client, torch_image, tmp_path, tier_report):
+def test_the_cnn_example_runs_on_the_head_and_both_workers_and_matches_the_reference(
+    docker_client, torch_image, tmp_path, tier_report
+):
     """From a working folder holding the example, as a user runs it: ``FLTEST_IMAGE=<variant> fltest-deploy up``,
     ``fltest-deploy run digits_cnn.yaml``, results in ./results; Flower's clients trained on all three nodes."""
     work = tmp_path / "work"
@@ -89,8 +101,14 @@ def test_the_cnn_example_runs_on_the_head_and_both_workers_and_matches_the_refer
         assert {c.image.tags[0] for c in project.containers(docker_client)} == {TORCH_IMAGE}
         hostnames = {c.attrs["Config"]["Hostname"] for c in project.containers(docker_client)}
         start = time.monotonic()
-        run = subprocess.run([str(Path(sys.executable).with_name("fltest-deploy")), "run", "digits_cnn.yaml"], cwd=work, env=env,
-                             capture_output=True, text=True, timeout=900)  # fmt: skip
+        run = subprocess.run(
+            [str(Path(sys.executable).with_name("fltest-deploy")), "run", "digits_cnn.yaml"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         tier_report(f"torch variant: the CNN example ran ({time.monotonic() - start:.1f} s)")
     finally:
@@ -106,4 +124,3 @@ def test_the_cnn_example_runs_on_the_head_and_both_workers_and_matches_the_refer
     assert comparison["runs"][1]["max_param_diff_vs_reference"] <= TORCH_TOLERANCE, comparison
     final = json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])
     assert "update_norm" in final["train"]  # the workers imported the example's hooks module too
-

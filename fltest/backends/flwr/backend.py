@@ -9,7 +9,13 @@ import ray
 
 from fltest.backends.base import Backend, RunJob
 from fltest.backends.flwr.client_app import ShardSource, make_client_app
-from fltest.backends.flwr.cluster import LocalCacheShards, ObjectStoreShards, cluster_node_gpus, join_cluster, put_shards
+from fltest.backends.flwr.cluster import (
+    LocalCacheShards,
+    ObjectStoreShards,
+    cluster_node_gpus,
+    join_cluster,
+    put_shards,
+)
 from fltest.backends.flwr.ray_session import start_private_ray
 from fltest.backends.flwr.simulation import SimulationTransport
 from fltest.backends.flwr.strategy import unsupported
@@ -59,8 +65,14 @@ class FlwrBackend(Backend):
         simulation: SimulationTransport | None = None
         try:
             if address:
-                log.info("%s=%s: joining that Ray cluster; total_cpus/total_gpus are ignored%s", ADDRESS_VARIABLE, address,
-                         f", but for each client's GPU share (total_gpus/total_cpus = {gpu_share(config):g})" if config.total_gpus else "")
+                log.info(
+                    "%s=%s: joining that Ray cluster; total_cpus/total_gpus are ignored%s",
+                    ADDRESS_VARIABLE,
+                    address,
+                    f", but for each client's GPU share (total_gpus/total_cpus = {gpu_share(config):g})"
+                    if config.total_gpus
+                    else "",
+                )
                 join_cluster(address)
                 shard_source = self.cluster_shard_source(job)
             else:
@@ -83,6 +95,9 @@ class FlwrBackend(Backend):
         if not log.isEnabledFor(logging.DEBUG):
             flwr_log.setLevel(logging.WARNING)
         client_app = make_client_app(config, shard_source)
-        job.progress.note(client_app_pickled_bytes=len(cloudpickle.dumps(client_app)), ray_address=address or "local",
-                          client_gpus=client_resources["num_gpus"])
+        job.progress.note(
+            client_app_pickled_bytes=len(cloudpickle.dumps(client_app)),
+            ray_address=address or "local",
+            client_gpus=client_resources["num_gpus"],
+        )
         return SimulationTransport(config, job.initial_params, client_app, {"client_resources": client_resources})

@@ -51,7 +51,9 @@ def cluster_node_gpus(address: str) -> list[float]:
     """The GPUs of every node Ray lists alive at ``address``, asked as a driver that joins and leaves again."""
     _check_reachable(address)
     try:
-        with warnings.catch_warnings():  # Ray's FutureWarning on accelerator variables: a check's refusal stays one line
+        with (
+            warnings.catch_warnings()
+        ):  # Ray's FutureWarning on accelerator variables: a check's refusal stays one line
             warnings.simplefilter("ignore", FutureWarning)
             init_ray(address=address, logging_level="ERROR", log_to_driver=False)
     except Exception as exc:  # as join_cluster: Ray raises several types for a cluster it cannot use
@@ -79,12 +81,16 @@ def check_nodes_answer() -> None:
     """
     timeout_s = NODE_ANSWER_TIMEOUT_S  # read at each call: a test shortens it
     nodes = [node for node in ray.nodes() if node.get("Alive")]
-    probes = {_answer.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(): node
-              for node in nodes}  # fmt: skip
+    probes = {
+        _answer.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(): node
+        for node in nodes
+    }
     answered, silent = ray.wait(list(probes), num_returns=len(probes), timeout=timeout_s)
     for probe in silent:
         ray.cancel(probe, force=True)
-    failures = [(probes[probe], f"ran no task within {timeout_s:g} s: stopped, or cut off from the driver") for probe in silent]
+    failures = [
+        (probes[probe], f"ran no task within {timeout_s:g} s: stopped, or cut off from the driver") for probe in silent
+    ]
     for probe in answered:
         try:
             ray.get(probe)
@@ -94,7 +100,9 @@ def check_nodes_answer() -> None:
         node, why = failures[0]
         ip = node.get("NodeManagerAddress", "")
         info = ray_node_info(ip)
-        raise RunFailed(f"Ray node {info[0] if info else node.get('NodeManagerHostname', ip)} ({ip}) is listed alive but {why}")
+        raise RunFailed(
+            f"Ray node {info[0] if info else node.get('NodeManagerHostname', ip)} ({ip}) is listed alive but {why}"
+        )
 
 
 def put_shards(shards: ShardSet) -> dict[int, ray.ObjectRef]:
@@ -116,7 +124,9 @@ class ObjectStoreShards:
     def __call__(self, partition_id: int):
         """Client ``partition_id``'s features and labels."""
         table = InMemoryTable(ray.get(self.refs[partition_id]))
-        return dataset_arrays(datasets.Dataset(table, fingerprint=f"fltest-shard-{partition_id}"), self.scale)  # no hash of the data
+        return dataset_arrays(
+            datasets.Dataset(table, fingerprint=f"fltest-shard-{partition_id}"), self.scale
+        )  # no hash of the data
 
 
 class LocalCacheShards:

@@ -28,5 +28,10 @@ def init_ray(**init_args: Any) -> None:
 
 def start_private_ray(config: ExperimentConfig) -> None:
     """A Ray of this process's own with the config's CPUs and GPUs (``address="local"``: never another cluster here)."""
-    init_ray(address="local", num_cpus=config.total_cpus, num_gpus=config.total_gpus, logging_level="WARNING",
-             include_dashboard=False)  # fmt: skip
+    init_ray(
+        address="local",
+        num_cpus=config.total_cpus,
+        num_gpus=config.total_gpus,
+        logging_level="WARNING",
+        include_dashboard=False,
+    )

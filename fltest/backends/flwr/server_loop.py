@@ -40,7 +40,9 @@ class RunSink(Protocol):
         """Every round ended; the clients trained on ``client_hosts``."""
 
 
-def serve_rounds(grid: Grid, config: ExperimentConfig, initial: Params, sink: RunSink, node_label: str | None = None) -> None:
+def serve_rounds(
+    grid: Grid, config: ExperimentConfig, initial: Params, sink: RunSink, node_label: str | None = None
+) -> None:
     """Train ``config``'s rounds from ``initial`` on the nodes of ``grid``, reporting to ``sink``.
 
     ``node_label`` names a client's node in failure lines by its host (``SuperNode`` gives
@@ -58,12 +60,23 @@ def serve_rounds(grid: Grid, config: ExperimentConfig, initial: Params, sink: Ru
 
         def report(server_round: int, arrays: ArrayRecord) -> None:
             if server_round > 0:
-                sink.round_done(RoundResult(
-                    server_round, record_to_params(arrays), strategy.train_metrics[server_round], strategy.selected[server_round]
-                ))  # fmt: skip
+                sink.round_done(
+                    RoundResult(
+                        server_round,
+                        record_to_params(arrays),
+                        strategy.train_metrics[server_round],
+                        strategy.selected[server_round],
+                    )
+                )
 
-        strategy.start(grid=grid, initial_arrays=params_to_record(initial), num_rounds=config.training.rounds,
-                       timeout=deadlines.replies_s, train_config=ConfigRecord(), evaluate_fn=report)  # fmt: skip
+        strategy.start(
+            grid=grid,
+            initial_arrays=params_to_record(initial),
+            num_rounds=config.training.rounds,
+            timeout=deadlines.replies_s,
+            train_config=ConfigRecord(),
+            evaluate_fn=report,
+        )
     except RunStopped:  # the driver stops the run: nothing to report
         raise
     except FLTestError as exc:

@@ -70,20 +70,30 @@ class SimulationTransport:
 
     name = "the Flower simulation"
 
-    def __init__(self, config: ExperimentConfig, initial: Params, client_app: ClientApp, backend_config: dict[str, Any]) -> None:
+    def __init__(
+        self, config: ExperimentConfig, initial: Params, client_app: ClientApp, backend_config: dict[str, Any]
+    ) -> None:
         """Describe the simulation; :meth:`start` starts it."""
         self._events: queue.Queue[Event] = queue.Queue()
         self._stop = threading.Event()
         self._error: BaseException | None = None
         server_app = make_server_app(config, initial, QueueSink(self._events), self._stop)
-        self._thread = threading.Thread(target=self._simulate, args=(server_app, client_app, config.clients, backend_config),
-                                        name="fltest-flower-simulation", daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._simulate,
+            args=(server_app, client_app, config.clients, backend_config),
+            name="fltest-flower-simulation",
+            daemon=True,
+        )
 
-    def _simulate(self, server_app: ServerApp, client_app: ClientApp, clients: int, backend_config: dict[str, Any]) -> None:
+    def _simulate(
+        self, server_app: ServerApp, client_app: ClientApp, clients: int, backend_config: dict[str, Any]
+    ) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # run_simulation's own, for `flwr run`
-                run_simulation(server_app=server_app, client_app=client_app, num_supernodes=clients, backend_config=backend_config)
+                run_simulation(
+                    server_app=server_app, client_app=client_app, num_supernodes=clients, backend_config=backend_config
+                )
         except BaseException as exc:  # noqa: BLE001 - read by ended(), in the supervisor's thread
             self._error = exc
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterable
 
 from flwr.app import Message
-from flwr.supercore.run import Run
 from flwr.serverapp import Grid
+from flwr.supercore.run import Run
 
 PULL_INTERVAL_S = 0.1  # as Flower's in-memory grid
 

@@ -30,9 +30,10 @@ from fltest.config.strategies import (
 from fltest.errors import RunFailed
 from fltest.fedavg import select_clients
 
-
-NO_SCAFFOLD = ("Flower 1.42 has no SCAFFOLD: neither flwr.serverapp.strategy nor the older flwr.server.strategy has one, "
-               "and its strategies keep no control variates")  # fmt: skip
+NO_SCAFFOLD = (
+    "Flower 1.42 has no SCAFFOLD: neither flwr.serverapp.strategy nor the older flwr.server.strategy has one, "
+    "and its strategies keep no control variates"
+)
 
 
 def unsupported(strategy: StrategyConfig) -> str | None:
@@ -40,7 +41,9 @@ def unsupported(strategy: StrategyConfig) -> str | None:
     return NO_SCAFFOLD if isinstance(strategy, ScaffoldStrategy) else None
 
 
-def discover_partitions(grid: Grid, expected: int, timeout: float, hosts: dict[int, str] | None = None) -> dict[int, int]:
+def discover_partitions(
+    grid: Grid, expected: int, timeout: float, hosts: dict[int, str] | None = None
+) -> dict[int, int]:
     """Ask every node for its partition id; returns ``{node_id: partition_id}``.
 
     A reply that names its machine (a ``host`` record) is noted in ``hosts`` as
@@ -107,8 +110,13 @@ class SelectedPartitions:
         ``flower_parameters`` go to the Flower strategy (``eta``, ``proximal_mu``, ...).
         """
         every_node = len(node_to_partition)  # Flower configures them all; the selected ones are sent
-        super().__init__(fraction_train=1.0, min_train_nodes=every_node, fraction_evaluate=0.0,  # type: ignore[call-arg]
-                         min_available_nodes=every_node, **flower_parameters)  # fmt: skip
+        super().__init__(
+            fraction_train=1.0,
+            min_train_nodes=every_node,
+            fraction_evaluate=0.0,  # type: ignore[call-arg]
+            min_available_nodes=every_node,
+            **flower_parameters,
+        )
         self.node_to_partition = node_to_partition
         self.partition_to_node = {p: n for n, p in node_to_partition.items()}
         self.seed = seed
@@ -207,12 +215,18 @@ def flower_strategy(
     if isinstance(strategy, FedProxStrategy):
         return SelectedFedProx(*selection, proximal_mu=strategy.mu)
     if isinstance(strategy, FedAvgMStrategy):
-        return SelectedFedAvgM(*selection, server_learning_rate=strategy.server_learning_rate,
-                               server_momentum=strategy.server_momentum)  # fmt: skip
+        return SelectedFedAvgM(
+            *selection, server_learning_rate=strategy.server_learning_rate, server_momentum=strategy.server_momentum
+        )
     if isinstance(strategy, FedAdagradStrategy):
         return SelectedFedAdagrad(*selection, eta=strategy.server_learning_rate, tau=strategy.tau)
     if isinstance(strategy, FedAdamStrategy | FedYogiStrategy):
         adaptive = SelectedFedAdam if isinstance(strategy, FedAdamStrategy) else SelectedFedYogi
-        return adaptive(*selection, eta=strategy.server_learning_rate, beta_1=strategy.beta_1, beta_2=strategy.beta_2,
-                        tau=strategy.tau)  # fmt: skip
+        return adaptive(
+            *selection,
+            eta=strategy.server_learning_rate,
+            beta_1=strategy.beta_1,
+            beta_2=strategy.beta_2,
+            tau=strategy.tau,
+        )
     return SelectedFedAvg(*selection)

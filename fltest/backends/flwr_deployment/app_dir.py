@@ -79,8 +79,9 @@ def write_app_dir(folder: Path, config: ExperimentConfig, shards: ShardSet, init
     }
     lines = "\n".join(f'"{key}" = {json.dumps(value)}' for key, value in values.items())
     folder.mkdir(parents=True, exist_ok=True)
-    text = _TEMPLATE.format(version=__version__, experiment=config.name, server=SERVER_COMPONENT, client=CLIENT_COMPONENT,
-                            config=lines)  # fmt: skip
+    text = _TEMPLATE.format(
+        version=__version__, experiment=config.name, server=SERVER_COMPONENT, client=CLIENT_COMPONENT, config=lines
+    )
     (folder / "pyproject.toml").write_text(text)
     shipped = initial_module_source(initial)
     if shipped is not None:

@@ -38,12 +38,15 @@ class LogSink:
 
     def round_done(self, result: RoundResult) -> None:
         """Print a round's result."""
-        _emit("ROUND", {
-            "round": result.server_round,
-            "params": base64.b64encode(params_to_bytes(result.params)).decode(),
-            "train_metrics": result.train_metrics,
-            "clients": result.clients,
-        })  # fmt: skip
+        _emit(
+            "ROUND",
+            {
+                "round": result.server_round,
+                "params": base64.b64encode(params_to_bytes(result.params)).decode(),
+                "train_metrics": result.train_metrics,
+                "clients": result.clients,
+            },
+        )
 
     def failed(self, reason: str) -> None:
         """Print why the run failed (one line)."""

@@ -21,7 +21,9 @@ client_app = ClientApp()
 def _node_app(context: Context) -> ClientApp:
     """FLTest's ClientApp reading this node's own partition folder."""
     config = experiment(context)
-    shard = NodeShard(Path(str(context.node_config[DATA_PATH_KEY])), str(context.run_config[SHARDS_KEY]), config.clients)
+    shard = NodeShard(
+        Path(str(context.node_config[DATA_PATH_KEY])), str(context.run_config[SHARDS_KEY]), config.clients
+    )
     return make_client_app(config, shard)
 
 

@@ -31,7 +31,9 @@ class FlowerRunTransport:
         self._events: queue.Queue[Event] = queue.Queue()
         self._last_exception = ""
         command = [flwr_cli(), "log", str(run_id), CONNECTION, "--stream"]
-        self._stream = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=flwr_env(flwr_home))
+        self._stream = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=flwr_env(flwr_home)
+        )
         self._reader = threading.Thread(target=self._read, name=f"fltest-flwr-log-{run_id}", daemon=True)
         self._reader.start()
 

@@ -34,7 +34,12 @@ def export_partition(shards: ShardSet, partition_id: int, folder: Path) -> Path:
     staging = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(shards.root / "clients" / f"{partition_id:05d}", staging / SHARD_DIR)
-    meta = {"partition-id": partition_id, "num-partitions": shards.num_clients, "shards-key": shards.key, "scale": shards.scale}
+    meta = {
+        "partition-id": partition_id,
+        "num-partitions": shards.num_clients,
+        "shards-key": shards.key,
+        "scale": shards.scale,
+    }
     (staging / META_FILE).write_text(json.dumps(meta))
     for path in [staging, *staging.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)  # the container user reads it, read-only
@@ -62,5 +67,7 @@ class NodeShard:
     def __call__(self, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
         """The node's features and labels; refuses a partition id the folder does not hold."""
         if partition_id != self.meta["partition-id"]:
-            raise ValueError(f"{self.folder}: holds partition {self.meta['partition-id']}, node config says {partition_id}")
+            raise ValueError(
+                f"{self.folder}: holds partition {self.meta['partition-id']}, node config says {partition_id}"
+            )
         return dataset_arrays(datasets.load_from_disk(str(self.folder / SHARD_DIR)), self.meta["scale"])

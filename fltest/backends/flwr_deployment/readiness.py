@@ -28,6 +28,10 @@ def check_online(flwr_home: Path, clients: int, timeout: float = 30.0) -> None:
     if online == clients:
         return
     if online > clients:
-        raise RunFailed(f"{online} SuperNodes online, but the experiment has clients: {clients} (it must equal the number of SuperNodes)")
+        raise RunFailed(
+            f"{online} SuperNodes online, but the experiment has clients: {clients} (it must equal the number of SuperNodes)"
+        )
     others = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items())) or "no other registered"
-    raise RunFailed(f"{online} of {clients} SuperNodes online ({others}): start them, or check their logs, then run again")
+    raise RunFailed(
+        f"{online} of {clients} SuperNodes online ({others}): start them, or check their logs, then run again"
+    )

@@ -37,8 +37,10 @@ def _initial(context: Context) -> Params:
     feature_shape = tuple(int(n) for n in str(context.run_config[FEATURES_KEY]).split(","))
     made = initial_params(load_model(config.model), feature_shape, int(context.run_config[CLASSES_KEY]), config.seed)
     if params_digest(made) != str(context.run_config[INITIAL_DIGEST_KEY]):
-        raise RunFailed("the ServerApp's initial model, made again from the seed, is not the driver's: "
-                        "the model's init_params differs between machines")  # fmt: skip
+        raise RunFailed(
+            "the ServerApp's initial model, made again from the seed, is not the driver's: "
+            "the model's init_params differs between machines"
+        )
     return made
 
 

@@ -66,8 +66,12 @@ class NVFlareBackend(Backend):
                 env = simulator_environment(Path(tmp), files.spec, SPEC_VARIABLE)
                 sim = SimulatorProcess(job_dir, files.simulator_workspace, config.clients, threads, log_path, env)
                 with sim:
-                    follow_run(SimulatorTransport(files, sim, config.clients, config.training.rounds), job.progress,
-                               config.training.rounds, Deadlines.of(config))  # fmt: skip
+                    follow_run(
+                        SimulatorTransport(files, sim, config.clients, config.training.rounds),
+                        job.progress,
+                        config.training.rounds,
+                        Deadlines.of(config),
+                    )
         finally:
             if not job.run.options.keep_workspace:
                 shutil.rmtree(files.root, ignore_errors=True)

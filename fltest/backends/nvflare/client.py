@@ -48,7 +48,9 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
         try:
             if AlgorithmConstants.SCAFFOLD_CTRL_GLOBAL in meta:  # NVFlare's Scaffold sends its control variate c
                 server_control = unkeyed(meta[AlgorithmConstants.SCAFFOLD_CTRL_GLOBAL])
-                update = control.train(config, hooks, partition_id, server_round, unkeyed(task.params), server_control, x, y)
+                update = control.train(
+                    config, hooks, partition_id, server_round, unkeyed(task.params), server_control, x, y
+                )
             else:
                 mu = get_fedprox_mu(task) if AlgorithmConstants.FEDPROX_MU in meta else None  # NVFlare's FedProx
                 run_config = config if mu is None else with_proximal_mu(config, mu)
@@ -59,8 +61,11 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
         reply_meta = {FLMetaKey.NUM_STEPS_CURRENT_ROUND: update.num_examples}
         if update.control_delta is not None:
             reply_meta[AlgorithmConstants.SCAFFOLD_CTRL_DIFF] = keyed(update.control_delta)
-        flare.send(flare.FLModel(params=keyed(update.params), params_type=flare.ParamsType.FULL, metrics=update.metrics,
-                                 meta=reply_meta))  # fmt: skip
+        flare.send(
+            flare.FLModel(
+                params=keyed(update.params), params_type=flare.ParamsType.FULL, metrics=update.metrics, meta=reply_meta
+            )
+        )
 
 
 def main() -> None:

@@ -83,9 +83,11 @@ class FLTestFedOpt(PartitionOrderRounds, FedOpt):
         current, average = unkeyed(global_model.params), unkeyed(aggr_result.params)
         global_model.params = dict(zip(self.names, current))
         change = FLModel(
-            params_type=ParamsType.DIFF, params={n: a - x for n, a, x in zip(self.names, average, current)},
-            metrics=aggr_result.metrics, meta=aggr_result.meta,
-        )  # fmt: skip
+            params_type=ParamsType.DIFF,
+            params={n: a - x for n, a, x in zip(self.names, average, current)},
+            metrics=aggr_result.metrics,
+            meta=aggr_result.meta,
+        )
         updated = super().update_model(global_model, change)
         # Copies: FedOpt's arrays share the module's memory, which its optimizer changes next round.
         updated.params = keyed([np.array(updated.params[name], dtype=np.float64) for name in self.names])

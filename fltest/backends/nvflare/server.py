@@ -163,7 +163,9 @@ class FLTestScaffold(FLTestRounds, Scaffold):
         )
         self.take_part(seed, fraction_fit, workspace)
 
-    def aggregate(self, results: list[FLModel], aggregate_fn: Callable[[list[FLModel]], FLModel] | None = None) -> FLModel:
+    def aggregate(
+        self, results: list[FLModel], aggregate_fn: Callable[[list[FLModel]], FLModel] | None = None
+    ) -> FLModel:
         """NVFlare's aggregation of the round's replies, sorted by partition; fails unless every selected client replied."""
         by_partition = sorted(results, key=lambda result: partition_of(result.meta["client_name"]))
         answered = [partition_of(result.meta["client_name"]) for result in by_partition]

@@ -36,11 +36,23 @@ class SimulatorProcess:
     ) -> None:
         """Describe the run; :meth:`start` (or entering the ``with`` block) starts it."""
         self.command = [
-            sys.executable, "-m", GUARD_MODULE,  # the simulator's processes end with fltest, however it ends
-            sys.executable, "-m", SIMULATOR_LAUNCHER, str(job_dir),
-            "-w", str(workspace), "-n", str(clients), "-t", str(threads),
-            "-m", str(max(clients, 100)),  # the simulator refuses more clients than this (default 100)
-            "-l", "concise",
+            sys.executable,
+            "-m",
+            GUARD_MODULE,  # the simulator's processes end with fltest, however it ends
+            sys.executable,
+            "-m",
+            SIMULATOR_LAUNCHER,
+            str(job_dir),
+            "-w",
+            str(workspace),
+            "-n",
+            str(clients),
+            "-t",
+            str(threads),
+            "-m",
+            str(max(clients, 100)),  # the simulator refuses more clients than this (default 100)
+            "-l",
+            "concise",
         ]
         self.log_path = log_path
         self.env = dict(env)
@@ -51,8 +63,12 @@ class SimulatorProcess:
         """Start the simulator in a new session, its output going to the log file."""
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.env, start_new_session=True,
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
             )
         self._seen[self._process.pid] = psutil.Process(self._process.pid)
 

@@ -26,7 +26,9 @@ from fltest.config.strategies import (
     StrategyConfig,
 )
 
-NO_FEDYOGI = "NVFlare 2.9 has no FedYogi (its FedOpt controller takes torch.optim's optimizers, and torch.optim has no Yogi)"
+NO_FEDYOGI = (
+    "NVFlare 2.9 has no FedYogi (its FedOpt controller takes torch.optim's optimizers, and torch.optim has no Yogi)"
+)
 FEDOPT_NEEDS_TORCH = (
     "NVFlare 2.9 has {strategy} only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which "
     "steps {optimizer} over a torch.nn.Module the server holds; this experiment's model is not built with "
@@ -43,11 +45,17 @@ def server_optimizer(strategy: StrategyConfig) -> tuple[str, dict[str, Any]] | N
     if isinstance(strategy, FedAvgMStrategy):
         return "torch.optim.SGD", {"lr": strategy.server_learning_rate, "momentum": strategy.server_momentum}
     if isinstance(strategy, FedAdagradStrategy):
-        return "torch.optim.Adagrad", {"lr": strategy.server_learning_rate, "eps": strategy.tau,
-                                       "initial_accumulator_value": strategy.tau**2}  # fmt: skip
+        return "torch.optim.Adagrad", {
+            "lr": strategy.server_learning_rate,
+            "eps": strategy.tau,
+            "initial_accumulator_value": strategy.tau**2,
+        }
     if isinstance(strategy, FedAdamStrategy):
-        return "torch.optim.Adam", {"lr": strategy.server_learning_rate, "betas": [strategy.beta_1, strategy.beta_2],
-                                    "eps": strategy.tau}  # fmt: skip
+        return "torch.optim.Adam", {
+            "lr": strategy.server_learning_rate,
+            "betas": [strategy.beta_1, strategy.beta_2],
+            "eps": strategy.tau,
+        }
     return None
 
 
@@ -75,8 +83,13 @@ def unsupported(config: ExperimentConfig) -> str | None:
 
 def server_controller(config: ExperimentConfig, files: RunFiles) -> FLTestRounds:
     """NVFlare's controller for the experiment's strategy (one it has: see :func:`unsupported`), on FLTest's rounds."""
-    rounds = {"num_clients": config.clients, "num_rounds": config.training.rounds, "seed": config.seed,
-              "fraction_fit": config.training.fraction_fit, "workspace": str(files.root)}  # fmt: skip
+    rounds = {
+        "num_clients": config.clients,
+        "num_rounds": config.training.rounds,
+        "seed": config.seed,
+        "fraction_fit": config.training.fraction_fit,
+        "workspace": str(files.root),
+    }
     if isinstance(config.training.strategy, ScaffoldStrategy):
         return FLTestScaffold(**rounds)
     optimizer = server_optimizer(config.training.strategy)

@@ -74,4 +74,6 @@ class SimulatorTransport:
         if code is None:
             log.warning("nvflare: the simulator did not exit %g s after the last round; stopping it", SHUTDOWN_S)
         elif code != 0:
-            raise RunFailed(f"{self.name} exited with code {code} after round {self.rounds} of {self.rounds} ({self.detail()})")
+            raise RunFailed(
+                f"{self.name} exited with code {code} after round {self.rounds} of {self.rounds} ({self.detail()})"
+            )

@@ -57,5 +57,7 @@ class Deadlines:
     def describe_round_result_s(self, server_round: int) -> str:
         """:meth:`round_result_s` as a failure line says it, with where it comes from."""
         startup = f" + {self.startup_s:g} s start-up" if server_round == 1 else ""
-        return (f"{self.round_result_s(server_round):g} s (round_timeout_s {self.round_timeout_s:g} s"
-                f" + 2 x {self.reply_grace_s:g} s reply grace{startup})")  # fmt: skip
+        return (
+            f"{self.round_result_s(server_round):g} s (round_timeout_s {self.round_timeout_s:g} s"
+            f" + 2 x {self.reply_grace_s:g} s reply grace{startup})"
+        )

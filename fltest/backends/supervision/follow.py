@@ -121,7 +121,9 @@ def _follow(transport: Transport, progress: RunProgress, rounds: int, deadlines:
                 set_up = True
             if isinstance(event, Round):
                 if event.result.server_round != next_round:
-                    raise RunFailed(f"{transport.name} reported round {event.result.server_round} after round {next_round - 1}")
+                    raise RunFailed(
+                        f"{transport.name} reported round {event.result.server_round} after round {next_round - 1}"
+                    )
                 progress.round_done(event.result)
                 next_round += 1
                 deadline = time.monotonic() + deadlines.round_result_s(next_round)
@@ -130,7 +132,11 @@ def _follow(transport: Transport, progress: RunProgress, rounds: int, deadlines:
             if not last_look:  # what it wrote just before it ended is read once more
                 last_look = True
                 continue
-            raise RunFailed(_with_detail(f"{transport.name} {ended} after round {next_round - 1} of {rounds}", transport))
+            raise RunFailed(
+                _with_detail(f"{transport.name} {ended} after round {next_round - 1} of {rounds}", transport)
+            )
         if time.monotonic() > deadline:
             waited = deadlines.describe_round_result_s(next_round)
-            raise RunFailed(_with_detail(f"round {next_round}: no result from {transport.name} within {waited}", transport))
+            raise RunFailed(
+                _with_detail(f"round {next_round}: no result from {transport.name} within {waited}", transport)
+            )

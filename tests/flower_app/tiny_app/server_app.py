@@ -18,7 +18,11 @@ def main(grid: Grid, context: Context) -> None:
     rounds = int(context.run_config["num-server-rounds"])
     nodes = len(list(grid.get_node_ids()))
     strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=nodes, min_available_nodes=nodes)
-    result = strategy.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(3)]), num_rounds=rounds,
-                            timeout=float(context.run_config["round-timeout"]))
+    result = strategy.start(
+        grid=grid,
+        initial_arrays=ArrayRecord([np.zeros(3)]),
+        num_rounds=rounds,
+        timeout=float(context.run_config["round-timeout"]),
+    )
     np.savez(MODEL_FILE, *result.arrays.to_numpy_ndarrays())
     print(f"tiny-app: {rounds} rounds on {nodes} SuperNodes, model saved to {MODEL_FILE}")
