@@ -166,7 +166,7 @@ def flwr_run(variant: str, source: Path, out: Path, clients: int, rounds: int) -
     datasets.disable_progress_bars()
     sys.path.insert(0, str(REPO))
     from bench.flwr_cluster import NaiveFlwrBackend
-    from fltest.backends.flwr import FlwrBackend
+    from fltest.backends.flwr.backend import FlwrBackend
     from fltest.config.schema import ExperimentConfig
     from fltest.runner import run_experiment
 

@@ -22,7 +22,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from fltest.backends.base import RunJob
-from fltest.backends.flwr import FlwrBackend
+from fltest.backends.flwr.backend import FlwrBackend
 from fltest.backends.flwr.client_app import ShardSource
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shards import dataset_arrays

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fltest.backends import Backend, RunJob, backend_for
+from fltest.backends.registry import Backend, RunJob, backend_for
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import LABEL_PLOT, ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError

@@ -26,19 +26,18 @@ from typing import Literal
 
 import datasets
 import numpy as np
-import pyarrow as pa
 from datasets.table import InMemoryTable
 from tqdm import tqdm
 
 from fltest.config.schema import ExperimentConfig
 from fltest.data.plots import save_label_distribution
+from fltest.data.shard_arrays import LABEL_COLUMN, table_arrays
 from fltest.data.shard_rows import SourceRows
 from fltest.data.sources import label_array, load_source, source_fingerprint
 from fltest.data.split import Split, split_rows
 
 Storage = Literal["mmap", "memory"]
 FORMAT_VERSION = 3  # 3: meta.json holds the feature shape; 2: the source's rows and dtypes; 1: float32 rows. In the key and meta.json
-LABEL_COLUMN = "y"
 LABEL_PLOT = "label_distribution.png"
 
 
@@ -115,43 +114,12 @@ class ShardSet:
 
 
 def dataset_arrays(dataset: datasets.Dataset, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """A shard ``Dataset`` as float64 features divided by ``scale``, and int64 labels.
+    """A shard ``Dataset`` as float64 features divided by ``scale``, and int64 labels (:func:`fltest.data.shard_arrays.table_arrays`)."""
 
-    One feature column keeps each sample's shape (``(n, 8, 8)``, ``(n, 32, 32, 3)``; a scalar
-    column is ``(n, 1)``); several are flattened and joined into rows. This is where features
-    leave their stored dtype: only a client's own shard, when it trains.
-    """
-    table = dataset.with_format("arrow")[:]  # the shard's rows as one Arrow table, in its stored types
-    parts = [
-        _column_values(dataset, table, name).astype(np.float64) for name in dataset.column_names if name != LABEL_COLUMN
-    ]
-    features = np.concatenate([p.reshape(len(p), -1) for p in parts], axis=1) if len(parts) > 1 else parts[0]
-    return features / scale, _column_values(dataset, table, LABEL_COLUMN).reshape(-1).astype(np.int64)
+    def decode(name: str) -> np.ndarray:
+        return np.asarray(dataset.with_format("numpy", columns=[name])[:][name])
 
-
-def _column_values(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.ndarray:
-    """Column ``name`` as ``(rows, *shape)`` numbers in its stored dtype (nested lists of one length a level keep their shape).
-
-    A column Arrow cannot hand over as numbers (an ``Image``, say) is decoded by the datasets library.
-    """
-    column, shape = table.column(name).combine_chunks(), []
-    if isinstance(column, pa.ExtensionArray):
-        column = column.storage
-    while (
-        pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type)
-    ):
-        if pa.types.is_fixed_size_list(column.type):
-            shape.append(column.type.list_size)
-        else:
-            lengths = column.value_lengths().unique()
-            shape.append(lengths[0].as_py() if len(lengths) == 1 else -1)  # -1: ragged, the row stays flat
-        column = column.flatten()
-    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
-        values = column.to_numpy(zero_copy_only=False)
-        return (
-            values.reshape(table.num_rows, *shape) if shape and -1 not in shape else values.reshape(table.num_rows, -1)
-        )
-    return np.asarray(dataset.with_format("numpy", columns=[name])[:][name])
+    return table_arrays(dataset.with_format("arrow")[:], scale, decode)  # the rows as one Arrow table, stored types
 
 
 def _shard_columns(source: datasets.Dataset, config: ExperimentConfig) -> datasets.Dataset:
