@@ -1,8 +1,9 @@
-"""The deployment ClientApp imports what a client needs only.
+"""The processes that train on one shard import what a client needs only.
 
 A Flower 1.42 SuperNode starts one ``flwr-clientapp`` process per message, which imports the
 module the App's pyproject names as its clientapp: whatever that module pulls in is paid again by
-every client in every round. Ray and ``flwr.simulation`` (the simulation's), ``datasets`` (the driver
+every client in every round. NVFlare's simulator starts a process a client, which runs FLTest's
+Client API script: its imports are paid by every client before round 1. Ray and ``flwr.simulation`` (the simulation's), ``datasets`` (the driver
 prepares shards with it; a client reads its own with pyarrow), matplotlib and pandas (plots and
 reports) must stay out.
 """
@@ -39,6 +40,16 @@ def client_modules() -> set[str]:
 def test_the_client_app_module_does_not_import(client_modules, package):
     pulled = sorted(m for m in client_modules if m == package or m.startswith(package + "."))
     assert not pulled, f"{CLIENT_COMPONENT} imports {package}: {pulled[:5]}"
+
+
+@pytest.mark.nvflare
+@pytest.mark.parametrize("package", FORBIDDEN)
+def test_the_nvflare_client_script_does_not_import(package):
+    from fltest.backends.nvflare import job
+
+    script = job.client.__name__  # the module whose file the job's ScriptRunner names
+    pulled = sorted(m for m in imported_by(script) if m == package or m.startswith(package + "."))
+    assert not pulled, f"{script} imports {package}: {pulled[:5]}"
 
 
 def test_the_check_sees_what_a_module_imports():

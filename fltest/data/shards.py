@@ -20,9 +20,7 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import datasets
 import numpy as np
@@ -33,12 +31,11 @@ from fltest.config.schema import ExperimentConfig
 from fltest.data.plots import save_label_distribution
 from fltest.data.shard_arrays import LABEL_COLUMN, table_arrays
 from fltest.data.shard_rows import SourceRows
+from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
 from fltest.data.sources import label_array, load_source, source_fingerprint
 from fltest.data.split import Split, split_rows
 
-Storage = Literal["mmap", "memory"]
 FORMAT_VERSION = 3  # 3: meta.json holds the feature shape; 2: the source's rows and dtypes; 1: float32 rows. In the key and meta.json
-LABEL_PLOT = "label_distribution.png"
 
 
 def feature_columns(count: int) -> list[str]:
@@ -73,44 +70,9 @@ def cache_key(config: ExperimentConfig, storage: Storage, fingerprint: str | Non
     return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
-@dataclass(frozen=True)
-class ShardSet:
-    """A prepared, cached shard set; small enough to pickle (it holds paths, not data)."""
-
-    root: Path
-    key: str
-    storage: Storage
-    num_clients: int
-    feature_shape: tuple[int, ...]  # one sample's, as training sees it (:func:`dataset_arrays`)
-    scale: float
-    num_classes: int
-    client_sizes: tuple[int, ...]
-    test_size: int
-
-    def _load(self, folder: Path) -> datasets.Dataset:
-        """Load one saved folder: memory-mapped, or fully into memory."""
-        return datasets.load_from_disk(str(folder), keep_in_memory=self.storage == "memory")
-
-    def client_dataset(self, partition_id: int) -> datasets.Dataset:
-        """Client ``partition_id``'s shard as a ``Dataset`` (columns ``x``, ``y``)."""
-        return self._load(self.root / "clients" / f"{partition_id:05d}")
-
-    def test_dataset(self) -> datasets.Dataset:
-        """The held-out test split as a ``Dataset``."""
-        return self._load(self.root / "test")
-
-    def test_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The test split as float64 features and int64 labels."""
-        return dataset_arrays(self.test_dataset(), self.scale)
-
-    def client_arrays(self, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
-        """Client ``partition_id``'s shard as float64 features and int64 labels."""
-        return dataset_arrays(self.client_dataset(partition_id), self.scale)
-
-    @property
-    def label_plot(self) -> Path:
-        """The per-client label distribution, drawn as Flower Datasets draws it (PNG)."""
-        return self.root / LABEL_PLOT
+def client_dataset(shards: ShardSet, partition_id: int) -> datasets.Dataset:
+    """Client ``partition_id``'s shard as a ``Dataset``: memory-mapped, or fully in memory for ``memory`` shards."""
+    return datasets.load_from_disk(str(shards.client_folder(partition_id)), keep_in_memory=shards.storage == "memory")
 
 
 def dataset_arrays(dataset: datasets.Dataset, scale: float) -> tuple[np.ndarray, np.ndarray]:

@@ -2,9 +2,8 @@
 
 A node folder holds ``partition.json`` (partition id, number of partitions, the shard set's key,
 the features' scale) and ``shard/`` (the shard as ``save_to_disk`` wrote it). The SuperNode mounts it
-read-only and names it in its node config as ``data-path``. The shard is read with pyarrow: the
-ClientApp's process is started once per message, and the datasets library is imported only for a
-column Arrow cannot hand over as numbers.
+read-only and names it in its node config as ``data-path``. The shard is read with pyarrow
+(:mod:`fltest.data.saved_table`): the ClientApp's process is started once per message.
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fltest.data.saved_table import read_saved_table
-from fltest.data.shard_arrays import table_arrays
+from fltest.data.saved_table import saved_arrays
 
 META_FILE = "partition.json"
 SHARD_DIR = "shard"
@@ -44,12 +42,4 @@ class NodeShard:
             raise ValueError(
                 f"{self.folder}: holds partition {self.meta['partition-id']}, node config says {partition_id}"
             )
-        folder = self.folder / SHARD_DIR
-        return table_arrays(read_saved_table(folder), self.meta["scale"], lambda name: _decoded(folder, name))
-
-
-def _decoded(folder: Path, name: str) -> np.ndarray:
-    """Column ``name`` of the saved shard, decoded by the datasets library (an ``Image`` column, say)."""
-    import datasets  # only for a column Arrow cannot hand over as numbers: a second of every client's start
-
-    return np.asarray(datasets.load_from_disk(str(folder)).with_format("numpy", columns=[name])[:][name])
+        return saved_arrays(self.folder / SHARD_DIR, self.meta["scale"])
