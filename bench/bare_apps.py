@@ -9,7 +9,9 @@ evaluated); time to round 1 runs from the process's start to the end of round 1.
 
 Flower deployment starts one ``flwr-clientapp`` process per message, so FLTest's share of its round is
 the import of the ClientApp module the App names: the ``clientapp import`` lines time it against
-``import flwr.clientapp`` (whole interpreters, alternating, medians).
+``import flwr.clientapp`` (whole interpreters, alternating, medians). A bare Flower App run on the
+emulation's SuperNodes against FLTest's deployment run is not part of this bench yet (it needs an image
+of the tree under test and a compose project of its own).
 Run: ``python bench/bare_apps.py [--clients 10 120] [--rounds 5] [--repeat 3] [--modes flower-simulation nvflare]``.
 """
 
