@@ -146,10 +146,10 @@ def object_store_sizes(hf_home: Path, source: Path, clients: int) -> tuple[int, 
     import datasets
 
     datasets.config.HF_DATASETS_CACHE = hf_home / "datasets"
-    from fltest.data.shards import prepare_shards
+    from fltest.data.shards import client_dataset, prepare_shards
 
     shards, _ = prepare_shards(_config(source, clients), "memory")
-    shard = shards.client_dataset(0)
+    shard = client_dataset(shards, 0)
     stored = len(pickle.dumps(shard.data.table))  # what fltest.backends.flwr.cluster.put_shards puts
     float32_rows = shard.num_rows * int(np.prod(SHAPE)) * 4
     naive = sum(x.nbytes + y.nbytes for x, y in (shards.client_arrays(i) for i in range(shards.num_clients)))
@@ -166,7 +166,7 @@ def flwr_run(variant: str, source: Path, out: Path, clients: int, rounds: int) -
     datasets.disable_progress_bars()
     sys.path.insert(0, str(REPO))
     from bench.flwr_cluster import NaiveFlwrBackend
-    from fltest.backends.flwr import FlwrBackend
+    from fltest.backends.flwr.backend import FlwrBackend
     from fltest.config.schema import ExperimentConfig
     from fltest.runner import run_experiment
 

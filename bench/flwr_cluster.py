@@ -22,10 +22,10 @@ import ray
 from ray.cluster_utils import Cluster
 
 from fltest.backends.base import RunJob
-from fltest.backends.flwr import FlwrBackend
+from fltest.backends.flwr.backend import FlwrBackend
 from fltest.backends.flwr.client_app import ShardSource
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import dataset_arrays
+from fltest.data.shards import client_dataset, dataset_arrays
 from fltest.runner import run_experiment
 
 
@@ -35,7 +35,7 @@ class NaiveFlwrBackend(FlwrBackend):
     def cluster_shard_source(self, job: RunJob) -> ShardSource:
         """All shards as arrays in a dict the app closes over."""
         arrays = {
-            pid: dataset_arrays(job.shards.client_dataset(pid), job.shards.scale)
+            pid: dataset_arrays(client_dataset(job.shards, pid), job.shards.scale)
             for pid in range(job.shards.num_clients)
         }
         return arrays.__getitem__

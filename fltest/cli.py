@@ -16,7 +16,7 @@ CONFIG_HELP = "the experiment config (YAML)"
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from fltest.backends import backend_for
+    from fltest.backends.registry import backend_for
     from fltest.config.loader import naming_the_file
     from fltest.validate import check_config
 
@@ -29,7 +29,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from fltest.backends import backend_for
+    from fltest.backends.registry import backend_for
     from fltest.config.loader import load_config, naming_the_file
     from fltest.runner import prepare
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fltest.backends import Backend, RunJob, backend_for
+from fltest.backends.registry import Backend, RunJob, backend_for
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shards import LABEL_PLOT, ShardSet, Storage, prepare_shards
 from fltest.errors import FLTestError
@@ -23,7 +23,6 @@ from fltest.interrupts import signal_name
 from fltest.model import Model, initial_params, load_model
 from fltest.results.compare import compare_runs
 from fltest.results.recorder import RunRecorder, drop_round_models
-from fltest.results.report import plot_report
 from fltest.rounds import RoundResult
 
 log = logging.getLogger(__name__)
@@ -140,5 +139,7 @@ def run_experiment(
         if not config.output.save_round_models:
             for run in config.runs:
                 drop_round_models(experiment_dir / run.name)
+    from fltest.results.report import plot_report  # matplotlib: 0.5 s that delayed every run's first round
+
     plot_report(experiment_dir)
     return comparison

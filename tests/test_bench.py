@@ -86,3 +86,15 @@ def test_torch_rounds(tmp_path):
     assert re.search(r", max \|dw\| vs reference 0$", out, re.M), out  # the CNN on every framework, bit for bit
     for run in ("reference", "flower", "nvflare"):
         assert re.search(rf"^{run} +{NUMBER} +{NUMBER} +1 +{NUMBER} +{NUMBER}%$", out, re.M), out
+
+
+@pytest.mark.ray
+@pytest.mark.nvflare
+def test_bare_apps(tmp_path):
+    """FLTest against the bare Flower and NVFlare apps (bench/bare/), and the ClientApp's import against flwr.clientapp."""
+    out = bench(tmp_path, "bare_apps.py", "--clients", "2", "--rounds", "2", "--repeat", "1", "--cpus", "1")
+    assert re.search(rf"^clientapp import \(median of 5\): flwr\.clientapp {NUMBER} s, \S+ {NUMBER} s, ", out, re.M), (
+        out
+    )
+    for mode in ("flower-simulation", "nvflare"):
+        assert re.search(rf"^{mode} +2 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out

@@ -183,7 +183,7 @@ def test_a_hub_dataset_that_cannot_load_is_exit_2(write_config, tmp_path):
 def test_partitions_exports_each_clients_shard_for_its_supernode(write_config, tmp_path):
     import numpy as np
 
-    from fltest.backends.flwr_deployment.node_data import NodeShard
+    from fltest.backends.flwr_deployment.node_shard import NodeShard
     from fltest.config import load_config
     from fltest.runner import prepare
 

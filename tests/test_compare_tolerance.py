@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from fltest.backends import backend_for
 from fltest.backends.base import RunJob
 from fltest.backends.reference import ReferenceBackend
+from fltest.backends.registry import backend_for
 from fltest.config.loader import load_config
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError

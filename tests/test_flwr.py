@@ -155,7 +155,7 @@ def test_an_address_with_no_cluster_fails_in_bounded_time(tmp_path, monkeypatch)
 
 
 def test_in_memory_and_single_machine_keys_differ(monkeypatch):
-    from fltest.backends.flwr import FlwrBackend
+    from fltest.backends.flwr.backend import FlwrBackend
 
     config = _config()
     monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)

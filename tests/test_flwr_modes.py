@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import pytest
 from flwr.app import Context, RecordDict
 
-from fltest.backends import backend_for
-from fltest.backends.flwr import FlwrBackend
+from fltest.backends.flwr.backend import FlwrBackend
 from fltest.backends.flwr_deployment import run_config, server_component
 from fltest.backends.flwr_deployment.backend import FlwrDeploymentBackend
 from fltest.backends.flwr_deployment.run_config import (
@@ -19,6 +18,7 @@ from fltest.backends.flwr_deployment.run_config import (
     initial_module_source,
     params_digest,
 )
+from fltest.backends.registry import backend_for
 from fltest.cli import main
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import RunFailed

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import cache_key, prepare_shards
+from fltest.data.shards import cache_key, client_dataset, dataset_arrays, prepare_shards
 from tests.conftest import base_config
 
 
@@ -117,8 +117,8 @@ def test_mmap_shards_are_memory_mapped_memory_shards_carry_their_data(fresh_cach
     mapped, _ = prepare_shards(_config(), "mmap")
     in_memory, _ = prepare_shards(_config(), "memory")
     assert mapped.root != in_memory.root
-    mapped_bytes = len(pickle.dumps(mapped.client_dataset(0)))
-    memory_shard = in_memory.client_dataset(0)
+    mapped_bytes = len(pickle.dumps(client_dataset(mapped, 0)))
+    memory_shard = client_dataset(in_memory, 0)
     memory_bytes = len(pickle.dumps(memory_shard))
     assert mapped_bytes < 20_000  # a file path, not the data
     assert memory_bytes > memory_shard.num_rows * 64 * 4  # the float32 features themselves
@@ -161,7 +161,7 @@ def _uint8_config(folder, **changes):
 def test_uint8_images_keep_their_dtype_and_shape_until_training(fresh_cache, tmp_path):
     images = _uint8_images(tmp_path / "images")
     shards, _ = prepare_shards(_uint8_config(tmp_path / "images"))
-    shard = shards.client_dataset(0)
+    shard = client_dataset(shards, 0)
     pixel = datasets.Value("uint8")  # the source's dtype and shape, not float rows
     assert shard.features["x0"] == datasets.Sequence(
         datasets.Sequence(datasets.Sequence(pixel, length=3), length=8), length=8
@@ -203,9 +203,22 @@ def test_a_cache_folder_of_the_old_format_is_never_read(fresh_cache, monkeypatch
     )
     shards, reused = prepare_shards(_config())
     assert not reused and sum(shards.client_sizes) + shards.test_size == 1797
-    assert len(shards.client_dataset(0)) == shards.client_sizes[0]
+    assert len(client_dataset(shards, 0)) == shards.client_sizes[0]
 
 
 def test_prepare_draws_the_label_distribution(fresh_cache):
     shards, _ = prepare_shards(_config())
     assert shards.label_plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_shard_read_with_pyarrow_alone_is_the_datasets_librarys_bit_for_bit():
+    """What NVFlare's clients and the deployment's ClientApps read (pyarrow) equals what datasets loads, every client."""
+    config = ExperimentConfig.model_validate({**base_config(), "clients": 3})
+    shards, _ = prepare_shards(config)
+    for partition_id in range(3):
+        x, y = shards.client_arrays(partition_id)
+        x2, y2 = dataset_arrays(client_dataset(shards, partition_id), shards.scale)
+        assert x.dtype == x2.dtype and y.dtype == y2.dtype and np.array_equal(x, x2) and np.array_equal(y, y2)
+    x, y = shards.test_arrays()
+    x2, y2 = dataset_arrays(datasets.load_from_disk(str(shards.test_folder)), shards.scale)
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)

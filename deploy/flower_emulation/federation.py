@@ -31,7 +31,8 @@ from deploy.node.superlink_flwr import CA_MOUNT, PUBLIC_KEY_ENV, PUBLIC_KEY_FILE
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key, node_dir
 from deploy.pki.tls import TlsFiles, ensure_tls
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_what, parse_answer
-from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, export_partition
+from fltest.backends.flwr_deployment.node_data import export_partition
+from fltest.backends.flwr_deployment.node_shard import DATA_PATH_KEY
 from fltest.data.shards import ShardSet
 from fltest.errors import FLTestError, InputError, RunFailed
 from fltest.model.devices import CLIENT_DEVICE_VARIABLE, GPU

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fltest.config.schema import ExperimentConfig, RunConfig
-from fltest.data.shards import ShardSet, Storage
+from fltest.data.shard_set import ShardSet, Storage
 from fltest.hooks import Hooks
 from fltest.params import Params
 from fltest.rounds import RunProgress

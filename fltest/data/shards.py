@@ -20,26 +20,22 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import datasets
 import numpy as np
-import pyarrow as pa
 from datasets.table import InMemoryTable
 from tqdm import tqdm
 
 from fltest.config.schema import ExperimentConfig
 from fltest.data.plots import save_label_distribution
+from fltest.data.shard_arrays import LABEL_COLUMN, table_arrays
 from fltest.data.shard_rows import SourceRows
-from fltest.data.sources import label_array, load_source, source_fingerprint
+from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
+from fltest.data.sources import content_in_key, label_array, load_source, source_fingerprint
 from fltest.data.split import Split, split_rows
 
-Storage = Literal["mmap", "memory"]
 FORMAT_VERSION = 3  # 3: meta.json holds the feature shape; 2: the source's rows and dtypes; 1: float32 rows. In the key and meta.json
-LABEL_COLUMN = "y"
-LABEL_PLOT = "label_distribution.png"
 
 
 def feature_columns(count: int) -> list[str]:
@@ -74,84 +70,18 @@ def cache_key(config: ExperimentConfig, storage: Storage, fingerprint: str | Non
     return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
-@dataclass(frozen=True)
-class ShardSet:
-    """A prepared, cached shard set; small enough to pickle (it holds paths, not data)."""
-
-    root: Path
-    key: str
-    storage: Storage
-    num_clients: int
-    feature_shape: tuple[int, ...]  # one sample's, as training sees it (:func:`dataset_arrays`)
-    scale: float
-    num_classes: int
-    client_sizes: tuple[int, ...]
-    test_size: int
-
-    def _load(self, folder: Path) -> datasets.Dataset:
-        """Load one saved folder: memory-mapped, or fully into memory."""
-        return datasets.load_from_disk(str(folder), keep_in_memory=self.storage == "memory")
-
-    def client_dataset(self, partition_id: int) -> datasets.Dataset:
-        """Client ``partition_id``'s shard as a ``Dataset`` (columns ``x``, ``y``)."""
-        return self._load(self.root / "clients" / f"{partition_id:05d}")
-
-    def test_dataset(self) -> datasets.Dataset:
-        """The held-out test split as a ``Dataset``."""
-        return self._load(self.root / "test")
-
-    def test_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The test split as float64 features and int64 labels."""
-        return dataset_arrays(self.test_dataset(), self.scale)
-
-    def client_arrays(self, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
-        """Client ``partition_id``'s shard as float64 features and int64 labels."""
-        return dataset_arrays(self.client_dataset(partition_id), self.scale)
-
-    @property
-    def label_plot(self) -> Path:
-        """The per-client label distribution, drawn as Flower Datasets draws it (PNG)."""
-        return self.root / LABEL_PLOT
+def client_dataset(shards: ShardSet, partition_id: int) -> datasets.Dataset:
+    """Client ``partition_id``'s shard as a ``Dataset``: memory-mapped, or fully in memory for ``memory`` shards."""
+    return datasets.load_from_disk(str(shards.client_folder(partition_id)), keep_in_memory=shards.storage == "memory")
 
 
 def dataset_arrays(dataset: datasets.Dataset, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """A shard ``Dataset`` as float64 features divided by ``scale``, and int64 labels.
+    """A shard ``Dataset`` as float64 features divided by ``scale``, and int64 labels (:func:`fltest.data.shard_arrays.table_arrays`)."""
 
-    One feature column keeps each sample's shape (``(n, 8, 8)``, ``(n, 32, 32, 3)``; a scalar
-    column is ``(n, 1)``); several are flattened and joined into rows. This is where features
-    leave their stored dtype: only a client's own shard, when it trains.
-    """
-    table = dataset.with_format("arrow")[:]  # the shard's rows as one Arrow table, in its stored types
-    parts = [
-        _column_values(dataset, table, name).astype(np.float64) for name in dataset.column_names if name != LABEL_COLUMN
-    ]
-    features = np.concatenate([p.reshape(len(p), -1) for p in parts], axis=1) if len(parts) > 1 else parts[0]
-    return features / scale, _column_values(dataset, table, LABEL_COLUMN).reshape(-1).astype(np.int64)
+    def decode(name: str) -> np.ndarray:
+        return np.asarray(dataset.with_format("numpy", columns=[name])[:][name])
 
-
-def _column_values(dataset: datasets.Dataset, table: pa.Table, name: str) -> np.ndarray:
-    """Column ``name`` as ``(rows, *shape)`` numbers in its stored dtype (nested lists of one length a level keep their shape).
-
-    A column Arrow cannot hand over as numbers (an ``Image``, say) is decoded by the datasets library.
-    """
-    column, shape = table.column(name).combine_chunks(), []
-    if isinstance(column, pa.ExtensionArray):
-        column = column.storage
-    while (
-        pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type)
-    ):
-        if pa.types.is_fixed_size_list(column.type):
-            shape.append(column.type.list_size)
-        else:
-            lengths = column.value_lengths().unique()
-            shape.append(lengths[0].as_py() if len(lengths) == 1 else -1)  # -1: ragged, the row stays flat
-        column = column.flatten()
-    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
-        values = column.to_numpy(zero_copy_only=False)
-        return (
-            values.reshape(table.num_rows, *shape) if shape and -1 not in shape else values.reshape(table.num_rows, -1)
-        )
-    return np.asarray(dataset.with_format("numpy", columns=[name])[:][name])
+    return table_arrays(dataset.with_format("arrow")[:], scale, decode)  # the rows as one Arrow table, stored types
 
 
 def _shard_columns(source: datasets.Dataset, config: ExperimentConfig) -> datasets.Dataset:
@@ -218,12 +148,15 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
     The set is written to a temporary folder and renamed into place, so a crash never
     leaves a half-written set under the final key; a folder of another format is rebuilt.
     """
-    source = load_source(config.dataset)
+    # The source is read only when its content is in the key (a disk dataset) or the set must be built:
+    # reading the digits from scikit-learn alone was 1.4 s of every run's start with the shards cached.
+    source = load_source(config.dataset) if content_in_key(config.dataset) else None
     key = cache_key(config, storage, source_fingerprint(config.dataset, source))
     root = cache_root() / key
     cached = _read_meta(root, key, storage)
     if cached is not None:
         return cached, True
+    source = source if source is not None else load_source(config.dataset)
 
     labels = label_array(source, config.dataset.label)
     datasets.disable_progress_bars()  # datasets' own bars (a label cast, each save): the shards' bar is enough

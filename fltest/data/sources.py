@@ -83,12 +83,17 @@ def label_array(dataset: datasets.Dataset, label: str) -> np.ndarray:
     return np.asarray(dataset.with_format("numpy", columns=[label])[:][label]).astype(np.int64)
 
 
+def content_in_key(config: DatasetConfig) -> bool:
+    """Whether the source's content is part of the shards' cache key (a ``disk`` dataset, which can change)."""
+    return config.source == "disk"
+
+
 def source_fingerprint(config: DatasetConfig, dataset: datasets.Dataset | None = None) -> str | None:
     """A fingerprint of a ``disk`` dataset's content (its loaded split), so that a changed folder changes the cache key.
 
     ``dataset``: the source as :func:`load_source` loaded it (read again when not given).
     """
-    if config.source != "disk":
+    if not content_in_key(config):
         return None
     return (dataset if dataset is not None else load_source(config))._fingerprint
 

@@ -1,5 +1,5 @@
-"""The flwr backend: FLTest's experiment as a Flower 1.42 simulation on Ray."""
+"""The flwr backend: FLTest's experiment as a Flower 1.42 simulation on Ray (:mod:`fltest.backends.flwr.backend`).
 
-from fltest.backends.flwr.backend import FlwrBackend
-
-__all__ = ["FlwrBackend"]
+This package imports nothing itself: its ClientApp (:mod:`fltest.backends.flwr.client_app`) is also
+the deployment's, started once per message on a SuperNode, which must not pay for Ray.
+"""

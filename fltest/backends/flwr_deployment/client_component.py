@@ -12,7 +12,7 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from fltest.backends.flwr.client_app import make_client_app
-from fltest.backends.flwr_deployment.node_data import DATA_PATH_KEY, NodeShard
+from fltest.backends.flwr_deployment.node_shard import DATA_PATH_KEY, NodeShard
 from fltest.backends.flwr_deployment.run_config import SHARDS_KEY, experiment
 
 client_app = ClientApp()

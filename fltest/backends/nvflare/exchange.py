@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import ShardSet
+from fltest.data.shard_set import ShardSet
 from fltest.params import load_params, save_params
 from fltest.rounds import RoundResult
 
