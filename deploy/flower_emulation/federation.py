@@ -69,6 +69,23 @@ def app_files_volume(node: str) -> str:
     return f"{node}-app-files"
 
 
+def one_off_run(name: str, cwd: Path) -> list[str]:
+    """``compose run`` and its options for the one-off container ``name``: removed at its end, nothing else
+    started, no TTY, as this user, working in ``cwd``."""
+    return [
+        "run",
+        "--rm",
+        "--no-deps",
+        "-T",
+        "--name",
+        name,
+        "--user",
+        f"{os.getuid()}:{os.getgid()}",
+        "--workdir",
+        str(cwd),
+    ]
+
+
 def restrict_partition(folder: Path, container_uid: int = KIT.uid) -> None:
     """Make an exported partition readable by its owner and the container user only.
 

@@ -15,7 +15,6 @@ id flwr printed) is stopped with ``flwr stop`` in the SuperLink's container.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from deploy.flower_emulation.federation import FLWR_SERVICE, HOLDER_SERVICE, FlowerFederation
+from deploy.flower_emulation.federation import FLWR_SERVICE, HOLDER_SERVICE, FlowerFederation, one_off_run
 from deploy.flower_emulation.runs import (
     COMPOSE_END_WAIT_S,
     OPERATOR_FLWR,
@@ -60,16 +59,7 @@ def flwr_command(
     """The ``compose run`` command of ``flwr <args>`` in the one-off container ``name``, as this user in ``cwd``, and its environment."""
     image = federation.setting("FLTEST_IMAGE") or ""
     return federation.compose_command(
-        "run",
-        "--rm",
-        "--no-deps",
-        "-T",
-        "--name",
-        name,
-        "--user",
-        f"{os.getuid()}:{os.getgid()}",
-        "--workdir",
-        str(cwd),
+        *one_off_run(name, cwd),
         "--volume",
         f"{cwd}:{cwd}",
         "-e",

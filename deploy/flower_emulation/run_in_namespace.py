@@ -15,14 +15,13 @@ Ctrl-C reaches only this process, which does the stopping.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import yaml
 
-from deploy.flower_emulation.federation import OPERATOR_SERVICE, FlowerFederation
+from deploy.flower_emulation.federation import OPERATOR_SERVICE, FlowerFederation, one_off_run
 from deploy.flower_emulation.runs import (
     COMPOSE_END_WAIT_S,
     container_of,
@@ -72,16 +71,7 @@ def operator_command(
     """
     volumes = [arg for host, target in mounts.items() for arg in ("--volume", f"{host}:{target}:ro")]
     args = [
-        "run",
-        "--rm",
-        "--no-deps",
-        "-T",
-        "--name",
-        name,
-        "--user",
-        f"{os.getuid()}:{os.getgid()}",
-        "--workdir",
-        str(cwd),
+        *one_off_run(name, cwd),
         *volumes,
         "--volume",
         f"{results_dir}:{results_dir}",
