@@ -803,9 +803,10 @@ def flower_experiment(folder: Path, superlink: str, ca: Path | str, rounds: int 
     return path
 
 
-def online_supernodes() -> list[dict]:
-    """The SuperNodes the SuperLink lists, asked in its container on the head node (its Control API answers only there)."""
-    listed = docker(
+def superlink_flwr(*args: str) -> subprocess.CompletedProcess:
+    """The operator's ``flwr <args> --format json`` in the SuperLink's container on the head node (its Control API
+    answers only there)."""
+    return docker(
         "exec",
         "fltest-ansible-e2e-head",
         "docker",
@@ -814,13 +815,16 @@ def online_supernodes() -> list[dict]:
         "python",
         "-m",
         "deploy.node.superlink_flwr",
-        "supernode",
-        "list",
-        "fltest",
+        *args,
         "--format",
         "json",
         check=False,
     )
+
+
+def online_supernodes() -> list[dict]:
+    """The SuperNodes the SuperLink lists."""
+    listed = superlink_flwr("supernode", "list", "fltest")
     return json.loads(listed.stdout).get("nodes", []) if listed.stdout.strip().startswith("{") else []
 
 
@@ -839,24 +843,8 @@ def node_probe(node: str, requests: list, user: str = "root") -> dict:
 
 
 def flower_run_status(run_id: str) -> str:
-    """Flower run ``run_id``'s status, asked in the SuperLink's container on the head node."""
-    listed = docker(
-        "exec",
-        "fltest-ansible-e2e-head",
-        "docker",
-        "exec",
-        "fltest-superlink",
-        "python",
-        "-m",
-        "deploy.node.superlink_flwr",
-        "ls",
-        "fltest",
-        "--run-id",
-        run_id,
-        "--format",
-        "json",
-        check=False,
-    )
+    """Flower run ``run_id``'s status as the SuperLink lists it (or why it could not)."""
+    listed = superlink_flwr("ls", "fltest", "--run-id", run_id)
     return json.loads(listed.stdout)["runs"][0]["status"] if listed.stdout.strip().startswith("{") else listed.stderr
 
 
