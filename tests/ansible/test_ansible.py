@@ -290,9 +290,14 @@ def playbook(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def run_vars(config: Path, results: Path) -> list[str]:
+    """run.yml's extra variables: the experiment ``config``, its results fetched into ``results``."""
+    return ["-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}"]
+
+
 def run_yml(tmp: Path, config: Path, results: Path) -> subprocess.CompletedProcess:
     """run.yml with ``config``, its results fetched into ``results``."""
-    return playbook(tmp, "run.yml", "-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}")
+    return playbook(tmp, "run.yml", *run_vars(config, results))
 
 
 def experiment(folder: Path, name: str = "ansible-e2e", rounds: int = 2) -> Path:
@@ -539,10 +544,7 @@ def test_end_to_end(lab, stages):
     run = stages.play(
         lab,
         "run.yml",
-        "-e",
-        f"fltest_run_config={config}",
-        "-e",
-        f"fltest_run_results_dir={results}",
+        *run_vars(config, results),
         stage="run.yml (reference and Flower on Ray)",
     )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
@@ -564,10 +566,7 @@ def test_end_to_end(lab, stages):
     failed = stages.play(
         lab,
         "run.yml",
-        "-e",
-        f"fltest_run_config={failing}",
-        "-e",
-        f"fltest_run_results_dir={results}",
+        *run_vars(failing, results),
         stage="run.yml (a run that fails)",
     )
     assert failed.returncode == 2, failed.stdout[-6000:]
@@ -602,10 +601,7 @@ def test_end_to_end(lab, stages):
     refused = stages.play(
         lab,
         "run.yml",
-        "-e",
-        f"fltest_run_config={config}",
-        "-e",
-        f"fltest_run_results_dir={results}",
+        *run_vars(config, results),
         stage="run.yml (another run still going on)",
     )
     assert refused.returncode == 2, refused.stdout[-6000:]
@@ -676,10 +672,7 @@ def start_run_yml(lab: Path, config: Path, results: Path) -> subprocess.Popen:
         "-i",
         str(lab / "hosts.yml"),
         "run.yml",
-        "-e",
-        f"fltest_run_config={config}",
-        "-e",
-        f"fltest_run_results_dir={results}",
+        *run_vars(config, results),
     ]
     return subprocess.Popen(
         command,
@@ -990,10 +983,7 @@ def test_flower_experiment_on_supernodes(lab, stages):
     run = stages.play(
         lab,
         "run.yml",
-        "-e",
-        f"fltest_run_config={config}",
-        "-e",
-        f"fltest_run_results_dir={results}",
+        *run_vars(config, results),
         stage="run.yml (Flower deployment)",
     )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
