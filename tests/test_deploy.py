@@ -86,17 +86,22 @@ def test_the_token_is_created_once_and_kept_private(tmp_path):
     assert token_problem(path, 10001) is None and token_problem(path) is None
 
 
+def deploy_token(path) -> subprocess.CompletedProcess:
+    """``fltest-deploy token`` (as ``python -m deploy token``) with the Ray token file at ``path``."""
+    return subprocess.run(
+        [sys.executable, "-m", "deploy", "token"],
+        env={**os.environ, "RAY_TOKEN_FILE": str(path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_fltest_deploy_token_creates_the_token_then_keeps_it(tmp_path):
     path = tmp_path / "secrets" / "ray_token"
 
     def token_command() -> str:
-        result = subprocess.run(
-            [sys.executable, "-m", "deploy", "token"],
-            env={**os.environ, "RAY_TOKEN_FILE": str(path)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = deploy_token(path)
         assert (result.returncode, result.stderr) == (0, ""), result.stderr
         return result.stdout
 
@@ -130,13 +135,7 @@ BAD_TOKENS = {
 def test_an_empty_directory_docker_made_is_replaced_by_a_token_saying_so(tmp_path):
     path = tmp_path / "secrets" / "ray_token"
     path.mkdir(parents=True)  # what a bind mount of a missing token leaves behind
-    result = subprocess.run(
-        [sys.executable, "-m", "deploy", "token"],
-        env={**os.environ, "RAY_TOKEN_FILE": str(path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = deploy_token(path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines() == [
         f"{path}: was an empty directory (Docker makes one for a missing token): replaced by a new token"
@@ -149,13 +148,7 @@ def test_an_unusable_token_is_one_line_and_exit_2_from_the_tools(tmp_path, kind)
     path = tmp_path / "ray_token"
     _bad_token(kind, path)
     assert token_problem(path, 10001).startswith(BAD_TOKENS[kind])
-    result = subprocess.run(
-        [sys.executable, "-m", "deploy", "token"],
-        env={**os.environ, "RAY_TOKEN_FILE": str(path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = deploy_token(path)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     problem = token_problem(path, 10001)
