@@ -17,7 +17,11 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
-PULL_INTERVAL_S = 0.1  # as Flower's in-memory grid
+# Flower's in-memory grid pulls every 0.1 s, so a round's time is its work rounded up to the next 0.1 s:
+# a few milliseconds more work cost a whole 0.1 s (bench/bare_apps.py, 10 clients: 0.204 s a round against a
+# bare app's 0.104 s). Pulling every 0.01 s, a round ends within 0.01 s of its last reply; a pull of the
+# in-memory LinkState under its lock (no network), small beside the clients' training (measured in the bench).
+PULL_INTERVAL_S = 0.01
 
 
 class RunStopped(Exception):
