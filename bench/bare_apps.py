@@ -71,6 +71,15 @@ def _config(mode: str, clients: int, rounds: int, cpus: int) -> dict:
     }
 
 
+def _run(command: list[str], cwd: Path | None, env: dict[str, str] | None = None) -> str:
+    """Run ``command`` to its end; its output. A failure raises, naming the command, with its output's last lines."""
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr)[-3000:]
+        raise RuntimeError(f"{' '.join(command)}: exit {result.returncode}\n{output}")
+    return result.stdout
+
+
 def _round_times(what: str, ends: dict[int, float], start: float, rounds: int) -> tuple[float, float]:
     """(time to round 1 from ``start``, median time per round of rounds 2..R) from each round's end time."""
     found = sorted(r for r in ends if r >= 1)
@@ -85,9 +94,7 @@ def _fltest(config: dict, work: Path, command: list[str], env: dict[str, str]) -
     path.write_text(yaml.safe_dump(config))
     results = work / "results"
     start = time.time()
-    subprocess.run(
-        [*command, str(path), "--results-dir", str(results)], check=True, cwd=work, capture_output=True, env=env
-    )
+    _run([*command, str(path), "--results-dir", str(results)], work, env)
     run_dir = results / config["name"] / config["runs"][0]["name"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary.get("error")
@@ -103,7 +110,7 @@ def _bare(mode: str, config: dict, shards: Path, work: Path) -> tuple[float, flo
     out.unlink(missing_ok=True)
     training = config["training"]
     start = time.time()
-    subprocess.run(
+    _run(
         [
             sys.executable,
             str(BARE / MODES[mode]),
@@ -111,9 +118,7 @@ def _bare(mode: str, config: dict, shards: Path, work: Path) -> tuple[float, flo
             *("--epochs", str(training["local_epochs"]), "--batch-size", str(training["batch_size"])),
             *("--lr", str(training["learning_rate"]), "--cpus", str(config["total_cpus"]), "--out", str(out)),
         ],
-        check=True,
-        cwd=work,
-        capture_output=True,
+        work,
     )
     ends = {r["round"]: r["t"] for r in map(json.loads, out.read_text().splitlines())}
     return _round_times(mode, ends, start, training["rounds"])
@@ -133,13 +138,8 @@ def simulation(config: dict, repeat: int, work: Path) -> tuple[Times, Times]:
 
 
 def _flower(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
-    """``fltest-flower <args>`` on the bench's project (``env``); its output. A failure raises, with its last lines."""
-    result = subprocess.run([*FLOWER, *args], env=env, cwd=cwd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"fltest-flower {' '.join(args)}: exit {result.returncode}\n{(result.stdout + result.stderr)[-3000:]}"
-        )
-    return result.stdout
+    """``fltest-flower <args>`` on the bench's project (``env``); its output."""
+    return _run([*FLOWER, *args], cwd, env)
 
 
 def _bare_app(folder: Path, config: dict) -> Path:
