@@ -7,12 +7,16 @@ process (``fltest run`` or ``python bench/bare/<app>.py``), alternating, ``--rep
 gives medians. Time per round is the median of rounds 2..R (each ends when the global model is
 evaluated); time to round 1 runs from the process's start to the end of round 1.
 
-Flower deployment starts one ``flwr-clientapp`` process per message, so FLTest's share of its round is
+``flower-deployment`` (Docker, the image ``fltest:0.1.0``; not run unless named in ``--modes``) brings up
+the Flower deployment emulation in a compose project of its own (``fltest-flower-bench``, its secrets and
+partitions in a temporary folder) with N SuperNodes (``--supernodes``), the partitions prepared from the
+config FLTest runs; it alternates ``fltest-flower run <config>`` with the bare Flower App (bench/bare/flower_app/)
+run by ``fltest-flower flwr run <app> fltest --stream``, and removes the project at the end (``fltest-flower down``).
+A deployment starts one ``flwr-clientapp`` process per message, so FLTest's share of its round is
 the import of the ClientApp module the App names: the ``clientapp import`` lines time it against
-``import flwr.clientapp`` (whole interpreters, alternating, medians). A bare Flower App run on the
-emulation's SuperNodes against FLTest's deployment run is not part of this bench yet (it needs an image
-of the tree under test and a compose project of its own).
-Run: ``python bench/bare_apps.py [--clients 10 120] [--rounds 5] [--repeat 3] [--modes flower-simulation nvflare]``.
+``import flwr.clientapp`` (whole interpreters, alternating, medians).
+Run: ``python bench/bare_apps.py [--clients 10 120] [--rounds 5] [--repeat 3] [--modes flower-simulation nvflare]
+[--modes flower-deployment --supernodes 2 4]``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,14 +35,27 @@ from pathlib import Path
 
 import yaml
 
+from deploy.images import IMAGE
+from deploy.node.superlink_flwr import SUPERLINK_ADDRESS
 from fltest.backends.flwr_deployment.app_dir import CLIENT_COMPONENT
 from fltest.config.schema import ExperimentConfig
+from fltest.data.saved_table import saved_arrays
 from fltest.data.shards import prepare_shards
 
 BARE = Path(__file__).resolve().parent / "bare"
-MODES = {"flower-simulation": "flower_simulation.py", "nvflare": "nvflare_simulator.py"}
-RUNS = {"flower-simulation": {"framework": "flwr"}, "nvflare": {"framework": "nvflare"}}
+MODES = {"flower-simulation": "flower_simulation.py", "nvflare": "nvflare_simulator.py"}  # bare apps run as scripts
+DEPLOYMENT = "flower-deployment"
+RUNS = {
+    "flower-simulation": {"framework": "flwr"},
+    "nvflare": {"framework": "nvflare"},
+    DEPLOYMENT: {"framework": "flwr"},
+}
 TRAINING = {"local_epochs": 1, "batch_size": 32, "learning_rate": 0.1, "round_timeout_s": 600}
+FLTEST_RUN = [sys.executable, "-m", "fltest.cli", "run"]
+FLOWER = [sys.executable, "-m", "deploy.commands.fltest_flower"]
+PROJECT = "fltest-flower-bench"  # the bench's own compose project: a user's federation is left alone
+APP_PACKAGE = "bare_flower_app"  # bench/bare/flower_app's package
+Times = list[tuple[float, float]]  # (time to round 1, time per round) of each process, in seconds
 
 
 def _config(mode: str, clients: int, rounds: int, cpus: int) -> dict:
@@ -53,19 +71,30 @@ def _config(mode: str, clients: int, rounds: int, cpus: int) -> dict:
     }
 
 
-def _fltest(config: dict, work: Path) -> tuple[float, float]:
-    """One ``fltest run`` process: (time to round 1, median time per round of rounds 2..R), in seconds."""
+def _run(command: list[str], cwd: Path | None, env: dict[str, str] | None = None) -> str:
+    """Run ``command`` to its end; its output. A failure raises, naming the command, with its output's last lines."""
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr)[-3000:]
+        raise RuntimeError(f"{' '.join(command)}: exit {result.returncode}\n{output}")
+    return result.stdout
+
+
+def _round_times(what: str, ends: dict[int, float], start: float, rounds: int) -> tuple[float, float]:
+    """(time to round 1 from ``start``, median time per round of rounds 2..R) from each round's end time."""
+    found = sorted(r for r in ends if r >= 1)
+    assert found == list(range(1, rounds + 1)), f"{what}: rounds {found}"
+    return ends[1] - start, statistics.median(ends[r] - ends[r - 1] for r in found[1:])
+
+
+def _fltest(config: dict, work: Path, command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """One FLTest process, ``command <config> --results-dir <results>`` (``fltest run`` or ``fltest-flower run``):
+    (time to round 1, median time per round of rounds 2..R), in seconds."""
     path = work / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     results = work / "results"
     start = time.time()
-    subprocess.run(
-        [sys.executable, "-m", "fltest.cli", "run", str(path), "--results-dir", str(results)],
-        check=True,
-        cwd=work,
-        capture_output=True,
-        env={**os.environ, "FLTEST_RAY_ADDRESS": ""},
-    )
+    _run([*command, str(path), "--results-dir", str(results)], work, env)
     run_dir = results / config["name"] / config["runs"][0]["name"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary.get("error")
@@ -81,7 +110,7 @@ def _bare(mode: str, config: dict, shards: Path, work: Path) -> tuple[float, flo
     out.unlink(missing_ok=True)
     training = config["training"]
     start = time.time()
-    subprocess.run(
+    _run(
         [
             sys.executable,
             str(BARE / MODES[mode]),
@@ -89,14 +118,91 @@ def _bare(mode: str, config: dict, shards: Path, work: Path) -> tuple[float, flo
             *("--epochs", str(training["local_epochs"]), "--batch-size", str(training["batch_size"])),
             *("--lr", str(training["learning_rate"]), "--cpus", str(config["total_cpus"]), "--out", str(out)),
         ],
-        check=True,
-        cwd=work,
-        capture_output=True,
+        work,
     )
     ends = {r["round"]: r["t"] for r in map(json.loads, out.read_text().splitlines())}
-    rounds = sorted(r for r in ends if r >= 1)
-    assert rounds == list(range(1, training["rounds"] + 1)), f"{mode}: rounds {rounds}"
-    return ends[1] - start, statistics.median(ends[r] - ends[r - 1] for r in rounds[1:])
+    return _round_times(mode, ends, start, training["rounds"])
+
+
+def simulation(config: dict, repeat: int, work: Path) -> tuple[Times, Times]:
+    """The bare app's script and ``fltest run`` of ``config`` on the same shard set, alternating ``repeat`` times in
+    ``work``: each side's (time to round 1, time per round) list."""
+    mode = config["runs"][0]["name"]
+    shards, _ = prepare_shards(ExperimentConfig.model_validate(config))  # FLTest's, so both read the same
+    env = {**os.environ, "FLTEST_RAY_ADDRESS": ""}
+    bare, ours = [], []
+    for _ in range(repeat):
+        bare.append(_bare(mode, config, shards.root, work))
+        ours.append(_fltest(config, work, FLTEST_RUN, env))
+    return bare, ours
+
+
+def _flower(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
+    """``fltest-flower <args>`` on the bench's project (``env``); its output."""
+    return _run([*FLOWER, *args], cwd, env)
+
+
+def _bare_app(folder: Path, config: dict) -> Path:
+    """The bare Flower App in ``folder``: bench/bare/flower_app with logreg.py, shard.py and the test split (``test.json``)
+    of FLTest's shard set for ``config`` in its package."""
+    shutil.copytree(BARE / "flower_app", folder)
+    for module in ("logreg.py", "shard.py"):
+        shutil.copyfile(BARE / module, folder / APP_PACKAGE / module)
+    shards, _ = prepare_shards(ExperimentConfig.model_validate(config))
+    x, y = saved_arrays(shards.test_folder, shards.scale)
+    test = {"x": x.reshape(len(y), -1).tolist(), "y": y.tolist(), "classes": shards.num_classes}
+    (folder / APP_PACKAGE / "test.json").write_text(json.dumps(test))
+    return folder
+
+
+def _bare_deployment(app: Path, config: dict, env: dict[str, str]) -> tuple[float, float]:
+    """One ``fltest-flower flwr run <app> fltest --stream`` of the bare Flower App: (time to round 1, median time per
+    round of rounds 2..R), in seconds, from the ServerApp's round lines."""
+    training = config["training"]
+    settings = {
+        "num-server-rounds": training["rounds"],
+        "local-epochs": training["local_epochs"],
+        "batch-size": training["batch_size"],
+        "lr": training["learning_rate"],
+        "num-supernodes": config["clients"],
+    }
+    run_config = " ".join(f"{key}={value}" for key, value in settings.items())
+    start = time.time()
+    out = _flower(env, "flwr", "run", ".", "fltest", "--stream", "--run-config", run_config, cwd=app)
+    lines = [json.loads(line[line.index('{"round"') :]) for line in out.splitlines() if '{"round"' in line]
+    return _round_times(DEPLOYMENT, {r["round"]: r["t"] for r in lines}, start, training["rounds"])
+
+
+def flower_deployment(config: dict, repeat: int, root: Path) -> tuple[Times, Times]:
+    """FLTest's run of ``config`` and the bare Flower App on ``config["clients"]`` SuperNodes of the bench's own
+    emulation (its files in ``root``), alternating ``repeat`` times: each side's (time to round 1, time per round)
+    list. The project is removed at the end."""
+    env = {
+        **os.environ,
+        "FLTEST_IMAGE": IMAGE,
+        "FLOWER_SUPERNODES": str(config["clients"]),
+        "FLOWER_TLS_DIR": str(root / "tls"),
+        "FLOWER_KEYS_DIR": str(root / "keys"),
+        "FLOWER_DATA_DIR": str(root / "data"),
+        "COMPOSE_PROJECT_NAME": PROJECT,
+        "FLOWER_GENERATED_DIR": str(root / "generated"),
+    }
+    bare, ours = [], []
+    try:
+        ca = _flower(env, "tls").strip().rsplit(": ", 1)[1]  # root certificate for SuperNodes and the flwr CLI: <file>
+        config["runs"][0]["options"] = {"mode": "deployment", "superlink": SUPERLINK_ADDRESS, "root_certificates": ca}
+        path = root / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        _flower(env, "keys")
+        _flower(env, "prepare", str(path))
+        _flower(env, "up")
+        app = _bare_app(root / "app", config)
+        for _ in range(repeat):
+            bare.append(_bare_deployment(app, config, env))
+            ours.append(_fltest(config, root, FLOWER + ["run"], env))
+    finally:
+        _flower(env, "down")
+    return bare, ours
 
 
 def _import_s(module: str) -> float:
@@ -120,13 +226,24 @@ def clientapp_import(repeat: int) -> None:
     )
 
 
+def _print_row(mode: str, clients: int, bare: Times, ours: Times) -> None:
+    """One table line: the medians of each side's (time to round 1, time per round), and their ratios."""
+    b1, bs = (statistics.median(t[i] for t in bare) for i in (0, 1))
+    f1, fs = (statistics.median(t[i] for t in ours) for i in (0, 1))
+    print(
+        f"{mode:<18} {clients:>7} {bs:>12.3f} {fs:>14.3f} {fs / bs:>6.2f} {b1:>14.2f} {f1:>16.2f} {f1 / b1:>6.2f}",
+        flush=True,
+    )
+
+
 def main() -> None:
     """Run FLTest and the bare apps alternately and print the medians and ratios for each mode and client count."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--clients", type=int, nargs="+", default=[10, 120])
+    parser.add_argument("--supernodes", type=int, nargs="+", default=[2, 4], help="flower-deployment's clients")
     parser.add_argument("--rounds", type=int, default=5, help="at least 2 (round 1 is reported apart)")
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs of each side; medians")
-    parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=sorted(MODES))
+    parser.add_argument("--modes", nargs="+", choices=sorted([*MODES, DEPLOYMENT]), default=sorted(MODES))
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="the config's total_cpus")
     args = parser.parse_args()
     if args.rounds < 2:
@@ -138,22 +255,12 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes:
-            for clients in args.clients:
+            for clients in args.supernodes if mode == DEPLOYMENT else args.clients:
                 config = _config(mode, clients, args.rounds, args.cpus)
-                shards, _ = prepare_shards(ExperimentConfig.model_validate(config))  # FLTest's, so both read the same
                 work = Path(tmp) / f"{mode}-{clients}"
                 work.mkdir()
-                bare, ours = [], []
-                for _ in range(args.repeat):
-                    bare.append(_bare(mode, config, shards.root, work))
-                    ours.append(_fltest(config, work))
-                b1, bs = (statistics.median(t[i] for t in bare) for i in (0, 1))
-                f1, fs = (statistics.median(t[i] for t in ours) for i in (0, 1))
-                print(
-                    f"{mode:<18} {clients:>7} {bs:>12.3f} {fs:>14.3f} {fs / bs:>6.2f} "
-                    f"{b1:>14.2f} {f1:>16.2f} {f1 / b1:>6.2f}",
-                    flush=True,
-                )
+                sides = flower_deployment if mode == DEPLOYMENT else simulation
+                _print_row(mode, clients, *sides(config, args.repeat, work))
 
 
 if __name__ == "__main__":
