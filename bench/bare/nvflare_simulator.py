@@ -1,13 +1,16 @@
 """A minimal NVFlare 2.9 job, as NVFlare's docs teach it (Recipe API; no FLTest import): FedAvg of softmax regression.
 
-``NumpyFedAvgRecipe`` with the client script ``nvflare_client.py``, executed in ``SimEnv`` with one
-thread a client. The client of partition 0 times each global model it receives (see that script).
+``NumpyFedAvgRecipe`` with the client script ``nvflare_client.py``, exported as a job folder and run with
+``nvflare simulator``, one thread a client (the CLI, not ``SimEnv``: only the CLI takes more than 100
+clients, ``--max_clients``). The client of partition 0 times each global model it receives (see that script).
 Run: ``python bench/bare/nvflare_simulator.py --shards <shard set> --clients 10 --rounds 5 --out rounds.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,13 +18,13 @@ import logreg
 import numpy as np
 import shard
 from nvflare.app_common.np.recipes.fedavg import NumpyFedAvgRecipe
-from nvflare.recipe import SimEnv
 
 HERE = Path(__file__).resolve().parent
+MAX_CLIENTS = 100  # the simulator's default limit
 
 
 def main() -> None:
-    """Build the job and run it in NVFlare's simulator, its workspace in a temporary folder."""
+    """Build the job, export it and run it in NVFlare's simulator, both in a temporary folder."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shards", type=Path, required=True)
     parser.add_argument("--clients", type=int, required=True)
@@ -46,9 +49,13 @@ def main() -> None:
         train_script=str(HERE / "nvflare_client.py"),
         train_args=train_args,
     )
-    with tempfile.TemporaryDirectory() as workspace:
-        env = SimEnv(num_clients=args.clients, num_threads=args.clients, workspace_root=workspace)
-        recipe.execute(env)
+    with tempfile.TemporaryDirectory() as tmp:
+        recipe.export(f"{tmp}/jobs")
+        clients = str(args.clients)
+        simulator = [sys.executable, "-m", "nvflare.cli", "simulator", f"{tmp}/jobs/bare-fedavg", "-w", f"{tmp}/work"]
+        subprocess.run(
+            [*simulator, "-n", clients, "-t", clients, "-m", str(max(args.clients, MAX_CLIENTS))], check=True
+        )
 
 
 if __name__ == "__main__":
