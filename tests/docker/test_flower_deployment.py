@@ -516,6 +516,28 @@ def test_an_app_needing_a_package_the_image_lacks_is_refused_in_one_line_before_
     assert len(federation.flwr("ls", CONNECTION)["runs"]) == before  # nothing submitted
 
 
+def _wait_for_round(federation, docker_client, process: subprocess.Popen, metrics: Path, server_round: int) -> None:
+    """Wait until the run ``process`` made has recorded ``server_round`` in ``metrics``. If the process ends first, or
+    RUN_TIMEOUT_S passes, fail at once with what would explain it: the command's last output, the SuperNodes' last
+    log lines (the process is killed; the test's own clean-up removes its operator container)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not (metrics.is_file() and len(metrics.read_text().splitlines()) > server_round):
+        if process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            continue
+        ended = process.poll()
+        process.kill()
+        stdout, stderr = process.communicate(timeout=60)
+        recorded = metrics.read_text().splitlines() if metrics.is_file() else []
+        nodes = {node: _container(federation, docker_client, node, True).logs(tail=15).decode() for node in NODES}
+        pytest.fail(
+            f"round {server_round} not recorded ({len(recorded)} lines in {metrics.name}); fltest-flower run "
+            + (f"exited {ended}" if ended is not None else f"still running after {RUN_TIMEOUT_S} s")
+            + f":\n{(stdout + stderr)[-3000:]}\n"
+            + "\n".join(f"--- {node}'s last log lines:\n{log}" for node, log in nodes.items())
+        )
+
+
 def _wait_for(ready, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
@@ -601,7 +623,7 @@ def test_supernode_killed_during_a_run_fails_naming_it(federation, docker_client
     )
     metrics = results / config.name / "flower" / "metrics.jsonl"
     try:
-        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, RUN_TIMEOUT_S, "round 1")
+        _wait_for_round(federation, docker_client, process, metrics, 1)
         _container(federation, docker_client, victim).kill()
         killed = time.monotonic()
         _, stderr = process.communicate(timeout=bound)
@@ -655,7 +677,7 @@ def test_ctrl_c_on_fltest_flower_run_stops_the_flower_run_and_keeps_its_rounds(f
     process = _flower_run_as_a_user(federation, _cli_config(config, root, "ctrlc", rounds=300), results)
     metrics = results / config.name / "flower" / "metrics.jsonl"
     try:
-        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 3, RUN_TIMEOUT_S, "round 2")
+        _wait_for_round(federation, docker_client, process, metrics, 2)
         os.killpg(process.pid, signal.SIGINT)
         signalled = time.monotonic()
         _, stderr = process.communicate(timeout=120)
@@ -694,7 +716,7 @@ def test_a_run_left_by_a_killed_fltest_flower_is_refused_by_the_next_and_stop_en
     process = _flower_run_as_a_user(federation, path, results)
     metrics = results / config.name / "flower" / "metrics.jsonl"
     try:
-        _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 3, RUN_TIMEOUT_S, "round 2")
+        _wait_for_round(federation, docker_client, process, metrics, 2)
         process.kill()  # its compose, in a session of its own, stays attached to the operator and to these pipes
         process.wait()
         (operator,) = federation.containers(docker_client, "operator")
