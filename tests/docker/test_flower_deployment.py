@@ -835,8 +835,8 @@ def test_unregistered_supernode_can_no_longer_connect(federation, docker_client)
     assert status[node_id] == "unregistered"
     # The node's own container is stopped for the rest of the module, and the node started again as a one-off
     # container of its service (its key, no restart policy), whose one exit is the answer. Not the node's own
-    # container's next exit after a stop and start: while its restart policy is retrying, Docker 20.10's stop
-    # of it raced that start (CI three times: code 0, a graceful stop's).
+    # container's next exit after a stop and start: CI saw code 0 there three times, a graceful stop's; most likely
+    # Docker 20.10's stop of a container its restart policy is retrying raced the start after it (not proven).
     _container(federation, docker_client, NODES[1], include_stopped=True).stop(timeout=10)
     command, env = federation.compose_command("run", "--rm", "--no-deps", "-T", "--name", f"{PROJECT}-again", NODES[1])
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
