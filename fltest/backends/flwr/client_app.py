@@ -1,5 +1,8 @@
 """FLTest's Flower ClientApp: answers a query with its partition id, trains on its own shard.
 
+Both replies carry the partition id (an ``info`` record), so that a server that did not query
+its clients learns from their first training replies which node holds which partition.
+
 Local training that runs past ``round_timeout_s`` is answered with an error (see
 :mod:`fltest.backends.flwr.time_limit`), so a hung client cannot keep the run alive. Both
 answers name the client's host (the Ray node, or the SuperNode's container), which failure lines
@@ -29,6 +32,7 @@ from fltest.params import Params, keyed, unkeyed
 ShardSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 PARAMS_KEY = "arrays"
 HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
+INFO_KEY = "info"  # a ConfigRecord with the client's partition id
 PROXIMAL_MU_KEY = "proximal-mu"  # in the train config of Flower's FedProx
 
 
@@ -47,14 +51,23 @@ def _host() -> ConfigRecord:
     return ConfigRecord({"hostname": socket.gethostname()})
 
 
+def _info(context: Context) -> ConfigRecord:
+    """The record naming this client's partition."""
+    return ConfigRecord({"partition-id": int(context.node_config["partition-id"])})
+
+
+def partition_of(reply: Message) -> int:
+    """The partition id a client's reply (query or train) names."""
+    return int(reply.content[INFO_KEY]["partition-id"])
+
+
 def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> ClientApp:
     """The ClientApp for ``config``; ``shard_source(partition_id)`` gives a client its shard."""
     app = ClientApp()
 
     @app.query()
     def query(msg: Message, context: Context) -> Message:
-        info = ConfigRecord({"partition-id": int(context.node_config["partition-id"])})
-        return Message(RecordDict({"info": info, HOST_KEY: _host()}), reply_to=msg)
+        return Message(RecordDict({INFO_KEY: _info(context), HOST_KEY: _host()}), reply_to=msg)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
@@ -70,7 +83,14 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
 
         update = call_within(Deadlines.of(config).local_training_s, local_training)
         metrics = MetricRecord({"num-examples": update.num_examples, **update.metrics})
-        content = RecordDict({PARAMS_KEY: params_to_record(update.params), "metrics": metrics, HOST_KEY: _host()})
+        content = RecordDict(
+            {
+                PARAMS_KEY: params_to_record(update.params),
+                "metrics": metrics,
+                HOST_KEY: _host(),
+                INFO_KEY: _info(context),
+            }
+        )
         return Message(content, reply_to=msg)
 
     return app

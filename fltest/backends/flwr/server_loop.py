@@ -1,5 +1,10 @@
 """The ServerApp's work, the same in both Flower modes: find the clients, run Flower's strategy, report.
 
+When round 1 trains every client (``fraction_fit`` 1), the clients are not queried first: round
+1's replies say which node holds which partition, saving a message to every client (in a
+deployment, a ClientApp process on each SuperNode and a SuperNode poll) before round 1. Round 1
+then also starts the clients, so its replies get the start-up allowance on top.
+
 A simulation's ServerApp runs in the fltest process and reports into a queue
 (:mod:`fltest.backends.flwr.simulation`); a deployment's runs in the SuperLink and reports as lines
 of the run's log (:mod:`fltest.backends.flwr_deployment.channel`). Either way it starts from the
@@ -9,17 +14,18 @@ reports through a :class:`RunSink`.
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from flwr.app import ArrayRecord, ConfigRecord
-from flwr.serverapp import Grid
 
 from fltest.backends.flwr.client_app import params_to_record, record_to_params
-from fltest.backends.flwr.stoppable_grid import RunStopped
-from fltest.backends.flwr.strategy import discover_partitions, flower_strategy
+from fltest.backends.flwr.pulling_grid import PullingGrid, RunStopped
+from fltest.backends.flwr.strategy import flower_strategy, query_partitions, wait_for_nodes
 from fltest.backends.supervision.deadlines import Deadlines
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import FLTestError
+from fltest.fedavg import select_clients
 from fltest.params import Params
 from fltest.rounds import RoundResult
 
@@ -28,7 +34,7 @@ class RunSink(Protocol):
     """Where the server loop reports the run."""
 
     def ready(self) -> None:
-        """Every client answered: set-up is over."""
+        """Every client is connected (and, when queried, answered): set-up is over."""
 
     def round_done(self, result: RoundResult) -> None:
         """A round ended."""
@@ -41,22 +47,31 @@ class RunSink(Protocol):
 
 
 def serve_rounds(
-    grid: Grid, config: ExperimentConfig, initial: Params, sink: RunSink, node_label: str | None = None
+    grid: PullingGrid, config: ExperimentConfig, initial: Params, sink: RunSink, node_label: str | None = None
 ) -> None:
     """Train ``config``'s rounds from ``initial`` on the nodes of ``grid``, reporting to ``sink``.
 
     ``node_label`` names a client's node in failure lines by its host (``SuperNode`` gives
     ``client 1 (SuperNode <hostname>, Flower node <id>)``). A failure is reported, then raised,
     so that Flower records the run as failed too; a stop the driver asked for
-    (:class:`~fltest.backends.flwr.stoppable_grid.RunStopped`) is raised unreported.
+    (:class:`~fltest.backends.flwr.pulling_grid.RunStopped`) is raised unreported.
     """
     deadlines = Deadlines.of(config)
     try:
+        training = config.training
+        began = time.monotonic()
+        node_ids = wait_for_nodes(grid, config.clients, deadlines.discovery_s)
         hosts: dict[int, str] = {}
-        mapping = discover_partitions(grid, config.clients, deadlines.discovery_s, hosts)
+        if len(select_clients(config.clients, training.fraction_fit, config.seed, 1)) < config.clients:
+            left = deadlines.discovery_s - (time.monotonic() - began)
+            mapping = query_partitions(grid, node_ids, max(left, 1.0), hosts)
+        else:
+            mapping = None  # learnt from round 1, whose wait includes the clients' start
+            grid.allow_once(deadlines.startup_s)
         sink.ready()
-        names = {node: f"{node_label} {host}" for node, host in hosts.items()} if node_label else None
-        strategy = flower_strategy(config.training.strategy, mapping, config.seed, config.training.fraction_fit, names)
+        strategy = flower_strategy(
+            training.strategy, node_ids, mapping, config.seed, training.fraction_fit, node_label, hosts
+        )
 
         def report(server_round: int, arrays: ArrayRecord) -> None:
             if server_round > 0:
@@ -72,7 +87,7 @@ def serve_rounds(
         strategy.start(
             grid=grid,
             initial_arrays=params_to_record(initial),
-            num_rounds=config.training.rounds,
+            num_rounds=training.rounds,
             timeout=deadlines.replies_s,
             train_config=ConfigRecord(),
             evaluate_fn=report,

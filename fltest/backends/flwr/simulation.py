@@ -1,7 +1,7 @@
 """A Flower simulation as a transport of the run supervisor: ``run_simulation`` in a thread, its ServerApp reporting into a queue.
 
 The ServerApp runs :func:`fltest.backends.flwr.server_loop.serve_rounds` on a
-:class:`~fltest.backends.flwr.stoppable_grid.StoppableGrid`, so that stopping the run makes it
+:class:`~fltest.backends.flwr.pulling_grid.PullingGrid`, so that stopping the run makes it
 return at its next wait for replies; the supervisor, in the main thread, reads the queue.
 """
 
@@ -17,8 +17,8 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.simulation import run_simulation
 
+from fltest.backends.flwr.pulling_grid import SIMULATION_PULL_INTERVAL_S, PullingGrid, RunStopped
 from fltest.backends.flwr.server_loop import serve_rounds
-from fltest.backends.flwr.stoppable_grid import RunStopped, StoppableGrid
 from fltest.backends.supervision import Done, Event, Failed, Ready, Round, drain
 from fltest.config.schema import ExperimentConfig
 from fltest.params import Params
@@ -58,7 +58,7 @@ def make_server_app(config: ExperimentConfig, initial: Params, sink: QueueSink, 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         try:
-            serve_rounds(StoppableGrid(grid, stop), config, initial, sink)
+            serve_rounds(PullingGrid(grid, SIMULATION_PULL_INTERVAL_S, stop), config, initial, sink)
         except RunStopped:
             return
 

@@ -16,7 +16,7 @@ from flwr.common.constant import HEARTBEAT_PATIENCE, ErrorCode
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAdagrad, FedAdam, FedAvg, FedAvgM, FedProx, FedYogi
 
-from fltest.backends.flwr.client_app import HOST_KEY
+from fltest.backends.flwr.client_app import HOST_KEY, partition_of
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
 from fltest.config.strategies import (
     FedAdagradStrategy,
@@ -41,36 +41,44 @@ def unsupported(strategy: StrategyConfig) -> str | None:
     return NO_SCAFFOLD if isinstance(strategy, ScaffoldStrategy) else None
 
 
-def discover_partitions(
-    grid: Grid, expected: int, timeout: float, hosts: dict[int, str] | None = None
-) -> dict[int, int]:
-    """Ask every node for its partition id; returns ``{node_id: partition_id}``.
+def wait_for_nodes(grid: Grid, expected: int, timeout: float) -> list[int]:
+    """The ids of the grid's nodes, sorted, once ``expected`` of them are connected (within ``timeout`` s).
 
-    A reply that names its machine (a ``host`` record) is noted in ``hosts`` as
-    ``{node_id: hostname}``. An error reply is matched to its node through the query it
-    answers: the SuperLink's own replies (a node gone) carry the SuperLink's node id.
+    More nodes than clients fail the run: each node holds one client's partition.
     """
     deadline = time.monotonic() + timeout
     while len(node_ids := sorted(grid.get_node_ids())) < expected:
         if time.monotonic() > deadline:
             raise RunFailed(f"only {len(node_ids)} of {expected} Flower nodes came up in {timeout:.0f} s")
         time.sleep(0.1)
+    if len(node_ids) > expected:
+        raise RunFailed(f"{len(node_ids)} Flower nodes are connected for {expected} clients: one node a client")
+    return node_ids
+
+
+def query_partitions(grid: Grid, node_ids: list[int], timeout: float, hosts: dict[int, str]) -> dict[int, int]:
+    """Ask every node for its partition id; returns ``{node_id: partition_id}``.
+
+    A reply that names its machine (a ``host`` record) is noted in ``hosts`` as
+    ``{node_id: hostname}``. An error reply is matched to its node through the query it
+    answers: the SuperLink's own replies (a node gone) carry the SuperLink's node id.
+    """
     queries = [
         Message(RecordDict({"config": ConfigRecord()}), dst_node_id=node, message_type=MessageType.QUERY)
         for node in node_ids
     ]
     mapping = {}
-    replies = grid.send_and_receive(queries, timeout=max(deadline - time.monotonic(), 1.0))
+    replies = grid.send_and_receive(queries, timeout=timeout)
     queried = {query.metadata.message_id: query.metadata.dst_node_id for query in queries}  # ids set by the push
     for reply in replies:
         node = queried.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
         if reply.has_error():
             raise RunFailed(f"client on Flower node {node} failed: {_reason(reply)}")
-        mapping[node] = int(reply.content["info"]["partition-id"])
-        if hosts is not None and HOST_KEY in reply.content:
+        mapping[node] = partition_of(reply)
+        if HOST_KEY in reply.content:
             hosts[node] = str(reply.content[HOST_KEY]["hostname"])
-    if len(mapping) != expected:
-        raise RunFailed(f"{len(mapping)} of {expected} clients answered within {timeout:.0f} s")
+    if len(mapping) != len(node_ids):
+        raise RunFailed(f"{len(mapping)} of {len(node_ids)} clients answered within {timeout:.0f} s")
     return mapping
 
 
@@ -93,23 +101,29 @@ class SelectedPartitions:
 
     Replies are summed in partition order, as the reference backend sums them; a
     client error or a missing reply fails the run instead of shrinking the round.
-    ``client_hosts`` collects the machines (Ray nodes) the clients trained on.
+    ``client_hosts`` collects the machines (Ray nodes) the clients trained on. Without a
+    ``node_to_partition`` (no query before round 1), round 1 trains every node and its replies
+    say which node holds which partition.
     """
 
     def __init__(
         self,
-        node_to_partition: dict[int, int],
+        node_ids: list[int],
+        node_to_partition: dict[int, int] | None,
         seed: int,
         fraction: float,
-        node_names: Mapping[int, str] | None = None,
+        node_label: str | None = None,
+        node_hosts: Mapping[int, str] | None = None,
         **flower_parameters: float,
     ) -> None:
-        """Train the nodes of ``node_to_partition``; ``seed``/``fraction`` drive the selection.
+        """Train the nodes ``node_ids``, whose partitions ``node_to_partition`` gives (``None``: learnt in round 1);
+        ``seed``/``fraction`` drive the selection.
 
-        ``node_names`` (``{node_id: name}``, e.g. ``SuperNode <hostname>``) names a node in error lines;
-        ``flower_parameters`` go to the Flower strategy (``eta``, ``proximal_mu``, ...).
+        ``node_label`` names a node in error lines by its host (``SuperNode`` gives ``SuperNode <hostname>``),
+        as ``node_hosts`` (``{node_id: hostname}``) and the replies tell it; ``flower_parameters`` go to the
+        Flower strategy (``eta``, ``proximal_mu``, ...).
         """
-        every_node = len(node_to_partition)  # Flower configures them all; the selected ones are sent
+        every_node = len(node_ids)  # Flower configures them all; the selected ones are sent
         super().__init__(
             fraction_train=1.0,
             min_train_nodes=every_node,
@@ -117,51 +131,92 @@ class SelectedPartitions:
             min_available_nodes=every_node,
             **flower_parameters,
         )
-        self.node_to_partition = node_to_partition
-        self.partition_to_node = {p: n for n, p in node_to_partition.items()}
+        self.node_ids = list(node_ids)
+        self.node_to_partition: dict[int, int] = {}
+        self.partition_to_node: dict[int, int] = {}
+        if node_to_partition is not None:
+            self._know_partitions(node_to_partition)
         self.seed = seed
         self.fraction = fraction
         self.selected: dict[int, list[int]] = {}
         self.train_metrics: dict[int, dict[str, float]] = {}
         self.client_hosts: set[str] = set()
-        self.node_names = dict(node_names or {})
+        self.node_label = node_label
+        self.node_hosts = dict(node_hosts or {})
         self._sent: dict[int, list[Message]] = {}  # a round's train messages; the grid sets their ids when it pushes
+
+    def _know_partitions(self, node_to_partition: dict[int, int]) -> None:
+        self.node_to_partition = dict(node_to_partition)
+        self.partition_to_node = {p: n for n, p in node_to_partition.items()}
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """The Flower strategy's train messages (its state and config: FedOpt's current model, FedProx's
-        ``proximal-mu``), kept for the selected partitions' nodes only, in partition order."""
-        selected = select_clients(len(self.node_to_partition), self.fraction, self.seed, server_round)
+        ``proximal-mu``), kept for the selected partitions' nodes only, in partition order (node order while
+        the partitions are not known yet: every node trains then)."""
+        selected = select_clients(len(self.node_ids), self.fraction, self.seed, server_round)
         self.selected[server_round] = selected
         by_node = {m.metadata.dst_node_id: m for m in super().configure_train(server_round, arrays, config, grid)}  # type: ignore[misc]
-        self._sent[server_round] = [by_node[self.partition_to_node[p]] for p in selected]
+        if self.node_to_partition:
+            self._sent[server_round] = [by_node[self.partition_to_node[p]] for p in selected]
+        else:
+            self._sent[server_round] = [by_node[node] for node in self.node_ids]
         return self._sent[server_round]
 
-    def _client(self, partition: int) -> str:
-        """A client as error lines name it: its partition, and its node where ``node_names`` names it."""
-        node = self.partition_to_node[partition]
-        name = self.node_names.get(node)
-        return f"client {partition} ({name}, Flower node {node})" if name else f"client {partition}"
+    def _node(self, node: int) -> str:
+        """A node as error lines name it: by its host where ``node_label`` asks and its host is known."""
+        host = self.node_hosts.get(node)
+        return f"{self.node_label} {host}, Flower node {node}" if self.node_label and host else f"Flower node {node}"
 
-    def _partitions(self, server_round: int, replies: list[Message]) -> list[int]:
-        """The partition each reply answers for, through the train message it replies to.
+    def _client(self, partition: int) -> str:
+        """A client as error lines name it: its partition, and its node where ``node_label`` names it."""
+        node = self.partition_to_node[partition]
+        return (
+            f"client {partition} ({self._node(node)})"
+            if self.node_label and node in self.node_hosts
+            else f"client {partition}"
+        )
+
+    def _nodes_replying(self, server_round: int, replies: list[Message]) -> list[int]:
+        """The node each reply answers for, through the train message it replies to.
 
         Not through its sender: the SuperLink's error reply for a node gone has the
         SuperLink's own node id as its source.
         """
-        sent = {m.metadata.message_id: self.node_to_partition[m.metadata.dst_node_id] for m in self._sent[server_round]}
+        sent = {m.metadata.message_id: m.metadata.dst_node_id for m in self._sent[server_round]}
         unknown = [r.metadata.reply_to_message_id for r in replies if r.metadata.reply_to_message_id not in sent]
         if unknown:
             raise RunFailed(f"round {server_round}: a reply to no message of this round ({unknown[0]!r})")
         return [sent[r.metadata.reply_to_message_id] for r in replies]
+
+    def _learn_partitions(self, server_round: int, nodes: list[int], replies: list[Message]) -> None:
+        """The partitions of every node from its first training reply; an error or a missing reply fails the run."""
+        for node, reply in zip(nodes, replies):
+            if reply.has_error():
+                raise RunFailed(f"round {server_round}: client on {self._node(node)} failed: {_reason(reply)}")
+        missing = sorted(set(self.node_ids) - set(nodes))
+        if missing:
+            raise RunFailed(f"round {server_round}: no reply in time from {', '.join(map(self._node, missing))}")
+        self._know_partitions({node: partition_of(reply) for node, reply in zip(nodes, replies)})
+        if sorted(self.partition_to_node) != list(range(len(self.node_ids))):
+            raise RunFailed(
+                f"round {server_round}: the clients' partition ids are {sorted(self.node_to_partition.values())}, "
+                f"not 0..{len(self.node_ids) - 1} once each"
+            )
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Check every selected client replied without error, then average in partition order."""
         replies = list(replies)
-        by_partition = sorted(zip(self._partitions(server_round, replies), replies), key=lambda pair: pair[0])
+        nodes = self._nodes_replying(server_round, replies)
+        for node, reply in zip(nodes, replies):
+            if not reply.has_error() and HOST_KEY in reply.content:
+                self.node_hosts[node] = str(reply.content[HOST_KEY]["hostname"])
+        if not self.node_to_partition:
+            self._learn_partitions(server_round, nodes, replies)
+        by_partition = sorted(zip((self.node_to_partition[node] for node in nodes), replies), key=lambda pair: pair[0])
         for partition, reply in by_partition:
             if reply.has_error():
                 raise RunFailed(f"round {server_round}: {self._client(partition)} failed: {_reason(reply)}")
@@ -202,16 +257,19 @@ class SelectedFedYogi(SelectedPartitions, FedYogi):
 
 def flower_strategy(
     strategy: StrategyConfig,
-    node_to_partition: dict[int, int],
+    node_ids: list[int],
+    node_to_partition: dict[int, int] | None,
     seed: int,
     fraction: float,
-    node_names: Mapping[int, str] | None = None,
+    node_label: str | None = None,
+    node_hosts: Mapping[int, str] | None = None,
 ) -> SelectedPartitions:
-    """Flower's own class for ``strategy``, given the experiment's parameters under Flower's names.
+    """Flower's own class for ``strategy``, given the experiment's parameters under Flower's names
+    (the other arguments: :class:`SelectedPartitions`).
 
     Flower's FedAdagrad takes no ``beta_1`` (it keeps no momentum): the config's is not used there.
     """
-    selection = (node_to_partition, seed, fraction, node_names)
+    selection = (node_ids, node_to_partition, seed, fraction, node_label, node_hosts)
     if isinstance(strategy, FedProxStrategy):
         return SelectedFedProx(*selection, proximal_mu=strategy.mu)
     if isinstance(strategy, FedAvgMStrategy):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fltest.backends.flwr.pulling_grid import DEPLOYMENT_PULL_INTERVAL_S, PullingGrid
 from fltest.backends.flwr.server_loop import serve_rounds
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.flwr_deployment.run_config import (
@@ -52,4 +53,5 @@ def server_main(grid: Grid, context: Context) -> None:
     except Exception as exc:
         channel.LogSink().failed(str(exc) if isinstance(exc, RunFailed) else f"{type(exc).__name__}: {exc}")
         raise
+    grid = PullingGrid(grid, DEPLOYMENT_PULL_INTERVAL_S)  # a round ends within 0.1 s of its last reply, not 3 s
     serve_rounds(grid, experiment(context), initial, channel.LogSink(), node_label="SuperNode")

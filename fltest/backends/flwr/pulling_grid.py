@@ -1,10 +1,15 @@
-"""A Grid whose waits end as soon as the run is stopped (Ctrl-C), not at the round's timeout.
+"""A Grid that pulls a round's replies at FLTest's pace, and whose waits end once the run is stopped.
+
+Flower's grids wait between pulls for replies: the simulation's in-memory grid 0.1 s, the
+deployment's grid 3 s (``time.sleep(3)`` in ``flwr.superlink.grid.http_grid``). A round then ends
+up to a whole wait after its last reply, and FLTest's table would time Flower's wait rather than
+Flower's work. The ServerApp gets this grid instead, pulling every ``pull_interval_s``.
 
 Flower's simulation runs the ServerApp in a thread of its own that is not a daemon: after a
 Ctrl-C in the main thread it would keep waiting for replies that never come (up to
-``round_timeout_s`` a round) and keep the process alive. The ServerApp gets this grid instead:
-once ``stop`` is set, ``send_and_receive`` raises :class:`RunStopped`, which the ServerApp's main
-catches to return at once.
+``round_timeout_s`` a round) and keep the process alive. Given a ``stop`` event, this grid's
+``send_and_receive`` raises :class:`RunStopped` once it is set, which the ServerApp's main catches
+to return at once. (A deployment's ServerApp is its own process, which ``flwr stop`` ends.)
 """
 
 from __future__ import annotations
@@ -17,23 +22,32 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
-# Flower's in-memory grid pulls every 0.1 s, so a round's time is its work rounded up to the next 0.1 s:
+# The simulation's in-memory grid pulled every 0.1 s, so a round's time was its work rounded up to the next 0.1 s:
 # a few milliseconds more work cost a whole 0.1 s (bench/bare_apps.py, 10 clients: 0.204 s a round against a
 # bare app's 0.104 s). Pulling every 0.01 s, a round ends within 0.01 s of its last reply; a pull of the
 # in-memory LinkState under its lock (no network), small beside the clients' training (measured in the bench).
-PULL_INTERVAL_S = 0.01
+SIMULATION_PULL_INTERVAL_S = 0.01
+# A deployment's pull is one gRPC call to the SuperLink: ten a second while a round is out, against Flower's
+# one every 3 s, which left a round ending up to 3 s after its last reply (bench/bare_apps.py, flower-deployment).
+DEPLOYMENT_PULL_INTERVAL_S = 0.1
 
 
 class RunStopped(Exception):
     """The run was stopped while the ServerApp waited for replies."""
 
 
-class StoppableGrid(Grid):
-    """``grid``, with a ``send_and_receive`` that gives up when ``stop`` is set."""
+class PullingGrid(Grid):
+    """``grid``, with a ``send_and_receive`` that pulls every ``pull_interval_s`` and gives up when ``stop`` is set."""
 
-    def __init__(self, grid: Grid, stop: threading.Event) -> None:
+    def __init__(self, grid: Grid, pull_interval_s: float, stop: threading.Event | None = None) -> None:
         self._grid = grid
-        self._stop = stop
+        self._pull_interval_s = pull_interval_s
+        self._stop = stop or threading.Event()  # never set: no one stops this run but its process's end
+        self._allowance_s = 0.0
+
+    def allow_once(self, extra_s: float) -> None:
+        """The next ``send_and_receive`` waits ``extra_s`` longer than its timeout (the clients' start-up)."""
+        self._allowance_s = extra_s
 
     def set_run(self, run: Run) -> None:
         """Flower's ``set_run`` of the wrapped grid."""
@@ -63,7 +77,8 @@ class StoppableGrid(Grid):
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         """Push ``messages`` and pull their replies until all came, ``timeout`` passed, or the run stopped."""
         waiting = set(self.push_messages(messages))
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout + self._allowance_s
+        self._allowance_s = 0.0
         replies: list[Message] = []
         while True:
             pulled = list(self.pull_messages(waiting))
@@ -71,5 +86,5 @@ class StoppableGrid(Grid):
             waiting.difference_update(reply.metadata.reply_to_message_id for reply in pulled)
             if not waiting or (deadline is not None and time.monotonic() >= deadline):
                 return replies
-            if self._stop.wait(PULL_INTERVAL_S):
+            if self._stop.wait(self._pull_interval_s):
                 raise RunStopped
