@@ -7,19 +7,24 @@ from pathlib import Path
 from fltest.config.loader import load_config, naming_the_file
 from fltest.config.runs import run_kind
 from fltest.config.schema import ExperimentConfig
+from fltest.data.shards import cached_shards
 from fltest.data.split import check_local_data
 from fltest.errors import FieldError
 
 
-def check_config(path: str | Path) -> ExperimentConfig:
+def check_config(path: str | Path, reuse_shards: bool = False) -> ExperimentConfig:
     """The config at ``path``, loaded, with its data's columns and split checked (a ``hub`` source: at run time).
 
-    Raises :class:`fltest.errors.InputError` naming the file and field; ``fltest validate``,
-    ``fltest-deploy run`` and ``fltest-flower run`` call it before anything is started.
+    With ``reuse_shards``, a config whose shard set this machine's cache already holds is not read
+    again: its data was checked when the set was prepared, and the run will reuse it (``fltest-flower
+    run``, whose operator shares this user's cache). Raises :class:`fltest.errors.InputError` naming
+    the file and field; ``fltest validate``, ``fltest-deploy run`` and ``fltest-flower run`` call it
+    before anything is started.
     """
     config = load_config(path)
     with naming_the_file(path):
-        check_local_data(config)
+        if not (reuse_shards and cached_shards(config) is not None):
+            check_local_data(config)
     return config
 
 

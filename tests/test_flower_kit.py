@@ -119,13 +119,14 @@ def _deployment_config(tmp_path: Path, ca: str) -> Path:
     return path
 
 
-def test_the_operator_container_sees_the_config_and_the_ca_read_only_and_writes_results_only(tmp_path):
+def test_the_operator_container_sees_the_config_and_the_ca_read_only_and_writes_results_and_shards_only(tmp_path):
     path = _deployment_config(tmp_path, "ca.crt")  # relative: beside the config, as fltest reads it on the host
     (path.parent / "ca.crt").write_text("not read here")
     mounts = host_paths(load_config(path), path, "/tmp")
     assert mounts == {path: path, path.parent / "ca.crt": path.parent / "ca.crt"}
+    cache = tmp_path / "hf" / "datasets"
     command, _ = operator_command(
-        FlowerFederation(generated_dir=tmp_path), "op-1", path, tmp_path / "results", mounts, tmp_path
+        FlowerFederation(generated_dir=tmp_path), "op-1", path, tmp_path / "results", mounts, tmp_path, cache
     )
     run = command[command.index("run") :]
     volumes = [run[i + 1] for i, arg in enumerate(run) if arg == "--volume"]
@@ -133,7 +134,9 @@ def test_the_operator_container_sees_the_config_and_the_ca_read_only_and_writes_
         f"{path}:{path}:ro",
         f"{path.parent}/ca.crt:{path.parent}/ca.crt:ro",
         f"{tmp_path}/results:{tmp_path}/results",
+        f"{cache}:{cache}",  # the user's shard sets, reused by the run
     ]
+    assert run[run.index("-e") + 1] == f"HF_DATASETS_CACHE={cache}"
     assert run[run.index("--workdir") + 1] == str(tmp_path) and run[run.index("--user") + 1].count(":") == 1
     assert run[run.index("--name") + 1] == "op-1"
     assert run[run.index(OPERATOR_SERVICE) + 1 :] == [

@@ -4,8 +4,14 @@ The SuperLink's Control API listens on 127.0.0.1 of its own namespace only, so t
 ``fltest run`` runs there, in the compose service ``operator`` (hardened as every container of
 the project). It sees the host's files it needs at their own absolute paths: the config file
 (its folder too if it names hooks or a model module), a disk data set and each deployment run's CA file
-(where fltest there resolves the config's path to it) read-only, the results folder writable. It runs as the invoking user, in the invoking folder, so relative paths mean what
-they mean on the host and the results belong to that user: nothing is left behind root-owned.
+(where fltest there resolves the config's path to it) read-only, the results folder and the user's Hugging
+Face datasets cache writable. It runs as the invoking user, in the invoking folder, so relative paths mean
+what they mean on the host and the results belong to that user: nothing is left behind root-owned.
+
+The datasets cache holds FLTest's shard sets: the one ``fltest-flower prepare <config>`` made for the
+SuperNodes is the one the operator's ``fltest run`` reuses, and the host's check of the config skips
+reading the data when it is there (it was checked when the set was prepared). Preparing the set in the
+container again, and reading the data twice, cost 3 to 4 s of every run's start (bench/bare_apps.py).
 
 Ctrl-C or SIGTERM on ``fltest-flower run`` stops the run where it runs: SIGINT to the operator
 container, whose fltest stops its Flower run on the SuperLink and records the rounds so far
@@ -34,6 +40,7 @@ from deploy.flower_emulation.runs import (
 from fltest.config.loader import config_path as resolve_config_path
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
+from fltest.data.shards import cache_root
 from fltest.errors import InputError
 
 
@@ -62,12 +69,26 @@ def host_paths(config: ExperimentConfig, config_path: Path, home: str) -> dict[P
     return paths
 
 
+def datasets_cache() -> Path:
+    """This user's Hugging Face datasets cache, which holds FLTest's shard sets (absolute; created, as this user)."""
+    folder = cache_root().parent
+    folder.mkdir(parents=True, exist_ok=True)  # else Docker would create a root-owned folder there
+    return folder
+
+
 def operator_command(
-    federation: FlowerFederation, name: str, config_path: Path, results_dir: Path, mounts: dict[Path, Path], cwd: Path
+    federation: FlowerFederation,
+    name: str,
+    config_path: Path,
+    results_dir: Path,
+    mounts: dict[Path, Path],
+    cwd: Path,
+    cache: Path,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``compose run`` command of ``fltest run`` in the operator container ``name``, and its environment.
 
-    ``mounts``: host path -> the path it is mounted at, read-only.
+    ``mounts``: host path -> the path it is mounted at, read-only; ``results_dir`` and the datasets cache
+    ``cache`` are mounted writable at their own paths.
     """
     volumes = [arg for host, target in mounts.items() for arg in ("--volume", f"{host}:{target}:ro")]
     args = [
@@ -75,6 +96,10 @@ def operator_command(
         *volumes,
         "--volume",
         f"{results_dir}:{results_dir}",
+        "--volume",
+        f"{cache}:{cache}",
+        "-e",  # compose 1.29's run has no --env
+        f"HF_DATASETS_CACHE={cache}",
         OPERATOR_SERVICE,
         "fltest",
         "run",
@@ -96,13 +121,13 @@ def run_in_namespace(federation: FlowerFederation, config_path: Path, results_di
     cwd = Path.cwd()
     if cwd == Path("/"):
         raise InputError("fltest-flower run: run it from a folder other than / (relative paths are taken against it)")
-    config = check_config(config_path)  # bad input (the data too) fails here, before any container
+    config = check_config(config_path, reuse_shards=True)  # bad input (the data too) fails here, before any container
     mounts = host_paths(config, config_path, federation.hardening()["environment"]["HOME"])
     results = (cwd / (results_dir or Path(config.output.dir)).expanduser()).resolve()
     refuse_if_running(federation)
     results.mkdir(parents=True, exist_ok=True)
     name = f"{federation.name}-{OPERATOR_SERVICE}-{time.strftime('%Y%m%d-%H%M%S')}"
-    command, env = operator_command(federation, name, config_path, results, mounts, cwd)
+    command, env = operator_command(federation, name, config_path, results, mounts, cwd, datasets_cache())
     compose = subprocess.Popen(command, cwd=federation.directory, env=env, start_new_session=True)
     try:
         return compose.wait()
