@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from deploy.flower_emulation.federation import FlowerFederation, supernode_name
+from deploy.flower_emulation.runs import unfinished_flower_runs
 from deploy.images import IMAGE
 from deploy.kit import KIT
 from deploy.pki.supernode_keys import PRIVATE_NAME, check_unique, ensure_key
@@ -294,12 +295,15 @@ def test_every_container_is_hardened(federation, docker_client):
         operator.remove(force=True)
 
 
-def test_run_on_the_federation_matches_the_reference(federation, tier_report):
+def test_run_on_the_federation_matches_the_reference(federation, docker_client, tier_report):
     """fltest-flower run with a model module and hooks beside the config: they travel in the Flower App to the SuperNodes.
 
     fltest runs in the SuperLink's namespace; results land on the host, the invoking user's, as the reference's.
+    The run reuses the shard set ``fltest-flower prepare`` made; every client trains in round 1
+    (``fraction_fit`` 1), so no SuperNode is asked a query first: its first message of the run is round 1's.
     """
     federation, config, root = federation
+    began = int(time.time())
     results = root / "results"
     folder = root / "experiment"  # the config's own folder, mounted read-only: not the one holding the keys
     folder.mkdir()
@@ -310,6 +314,7 @@ def test_run_on_the_federation_matches_the_reference(federation, tier_report):
     result = _flower_cli(federation, "run", str(path), "--results-dir", str(results), timeout=RUN_TIMEOUT_S)
     elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stderr
+    assert f"reused {len(NODES)} mmap shards" in result.stderr, result.stderr  # fltest-flower prepare's, not made again
     comparison = json.loads((results / config.name / "comparison.json").read_text())
     runs = {run["run"]: run for run in comparison["runs"]}
     assert runs["flower"]["status"] == "completed", runs["flower"]
@@ -322,6 +327,11 @@ def test_run_on_the_federation_matches_the_reference(federation, tier_report):
     )  # the module's train and the hooks' after_local_training, on the nodes
     summary = json.loads((results / config.name / "flower" / "summary.json").read_text())
     assert sorted(summary["client_hosts"]) == [federation.container_name(n) for n in NODES]  # each in its own container
+    for node in NODES:
+        received = re.findall(
+            r"Receiving: (\w+) message", _container(federation, docker_client, node).logs(since=began).decode()
+        )
+        assert received == ["train"] * ROUNDS, (node, received)
     assert {(p.stat().st_uid, p.stat().st_gid) for p in results.rglob("*")} == {(os.getuid(), os.getgid())}
     tier_report(
         f"flower: fltest-flower run, {ROUNDS} rounds on {len(NODES)} SuperNodes (with the reference) in {elapsed:.1f} s"
@@ -745,7 +755,8 @@ def _status(federation) -> dict[int, str]:
 
 
 def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, tier_report):
-    """SuperNodes stopped: the run is refused before it is submitted, with one line saying so."""
+    """SuperNodes stopped: the run is refused with one line saying so, and the Flower run fltest submitted while it
+    asked is stopped (its ServerApp waits for the nodes before it sends anything): none is left unfinished."""
     federation, config, root = federation
     for node in NODES:
         _container(federation, docker_client, node).stop(timeout=10)
@@ -758,6 +769,7 @@ def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, t
         )
         _, stderr = process.communicate(timeout=TIMEOUT_S)
         elapsed = time.monotonic() - start
+        left = unfinished_flower_runs(federation)
     finally:
         recovery = sum(_restore(federation, docker_client, node) for node in NODES)
     tier_report(
@@ -769,6 +781,7 @@ def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, t
         " start them, or check their logs, then run again"
     )
     assert elapsed < SETUP_BOUND_S
+    assert left == []
 
 
 def test_superlink_restart_keeps_registrations_and_the_next_run_completes(federation, docker_client, tier_report):
@@ -867,7 +880,8 @@ def test_private_keys_are_in_no_log_result_or_registration(federation, docker_cl
 def test_down_then_up_through_the_cli_registers_the_kept_keys_again(federation, docker_client, tier_report):
     """``fltest-flower down`` removes the project and the SuperLink's state and keeps the keys and partitions; the next
     ``up`` registers the same keys again (new node ids) and brings the SuperNodes online. With both online, a run of an
-    experiment with one client is refused before it is submitted: ``clients`` must equal the number of SuperNodes."""
+    experiment with one client is refused, its Flower run stopped before it sends anything: ``clients`` must equal the
+    number of SuperNodes."""
     federation, config, root = federation
     kept = {
         path: path.read_bytes()
@@ -912,3 +926,4 @@ def test_down_then_up_through_the_cli_registers_the_kept_keys_again(federation, 
         f"run flower failed: SuperLink {federation.address}: {len(NODES)} SuperNodes online, but the experiment has clients: 1"
         " (it must equal the number of SuperNodes)"
     )
+    assert unfinished_flower_runs(federation) == []

@@ -11,7 +11,7 @@ from fltest.backends.flwr.strategy import unsupported
 from fltest.backends.flwr_deployment.app_dir import user_module_sources, write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
 from fltest.backends.flwr_deployment.log_stream import FlowerRunTransport
-from fltest.backends.flwr_deployment.readiness import check_online
+from fltest.backends.flwr_deployment.readiness import ask_nodes, check_online
 from fltest.backends.supervision import Deadlines, follow_run
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
@@ -23,6 +23,29 @@ log = logging.getLogger(__name__)
 def _root_certificates(run: FlwrDeploymentRun) -> Path:
     """The CA file the SuperLink's certificate is checked against (absolute once the config is loaded; ``~`` expanded)."""
     return run.options.root_certificates.expanduser()
+
+
+def _submit(home: Path, app: Path, clients: int, deadlines: Deadlines) -> int:
+    """Submit the App with ``flwr run`` while asking whether ``clients`` SuperNodes are online; the run's id.
+
+    Not enough (or too many) online: the submitted run is stopped before it sends a message, and the
+    readiness line is raised (:mod:`.readiness`), as it is when ``flwr run`` itself fails.
+    """
+    nodes = ask_nodes(home)
+    try:
+        try:
+            run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=deadlines.startup_s)["run-id"])
+        except RunFailed:
+            check_online(nodes.answer()["nodes"], clients)  # its line says more than flwr run's
+            raise
+        try:
+            check_online(nodes.answer()["nodes"], clients)
+        except RunFailed:
+            FlowerRunTransport.stop_run(home, run_id)
+            raise
+    finally:
+        nodes.cancel()
+    return run_id
 
 
 class FlwrDeploymentBackend(Backend):
@@ -54,8 +77,7 @@ class FlwrDeploymentBackend(Backend):
             app = write_app_dir(Path(tmp) / "app", job.config, job.shards, job.initial_params)
             deadlines = Deadlines.of(job.config)
             try:
-                check_online(home, job.config.clients)
-                run_id = int(flwr_json(home, "run", str(app), CONNECTION, timeout=deadlines.startup_s)["run-id"])
+                run_id = _submit(home, app, job.config.clients, deadlines)
             except RunFailed as exc:
                 raise RunFailed(f"SuperLink {options.superlink}: {exc}") from None
             job.progress.note(flower_run_id=run_id, superlink=options.superlink)

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from fltest.errors import BackendUnavailable, RunFailed
@@ -62,11 +63,42 @@ def parse_answer(what: str, returncode: int, stdout: str, stderr: str) -> dict:
     return answer
 
 
+class FlwrCall:
+    """``flwr <args> --format json`` started now, in the background; :meth:`answer` waits for its answer."""
+
+    def __init__(self, flwr_home: Path, *args: str, timeout: float = 60.0) -> None:
+        """Start the command with the connection in ``flwr_home``; it may take ``timeout`` seconds from now."""
+        self._what = flwr_what(args)
+        self._timeout = timeout
+        self._deadline = time.monotonic() + timeout
+        self._process = subprocess.Popen(
+            [flwr_cli(), *args, "--format", "json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=flwr_env(flwr_home),
+        )
+
+    def answer(self) -> dict:
+        """Its JSON answer, or a one-line :class:`RunFailed` (a failure, or no answer within the timeout)."""
+        try:
+            stdout, stderr = self._process.communicate(timeout=max(self._deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            raise RunFailed(f"flwr {self._what}: no answer within {self._timeout:.0f} s") from None
+        return parse_answer(self._what, self._process.returncode, stdout, stderr)
+
+    def cancel(self) -> None:
+        """End the command if it still runs (its answer is no longer wanted)."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.communicate()
+
+
 def flwr_json(flwr_home: Path, *args: str, timeout: float = 60.0) -> dict:
     """Run ``flwr <args> --format json``; its answer, or a one-line :class:`RunFailed`."""
-    command = [flwr_cli(), *args, "--format", "json"]
+    call = FlwrCall(flwr_home, *args, timeout=timeout)
     try:
-        result = subprocess.run(command, capture_output=True, text=True, env=flwr_env(flwr_home), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise RunFailed(f"flwr {flwr_what(args)}: no answer within {timeout:.0f} s") from None
-    return parse_answer(flwr_what(args), result.returncode, result.stdout, result.stderr)
+        return call.answer()
+    finally:
+        call.cancel()  # an interrupted wait leaves no flwr behind

@@ -67,12 +67,17 @@ class FlowerRunTransport:
             return f"unknown: {exc}"
         return str(runs[0].get("status", "unknown")) if runs else "unknown"
 
-    def stop(self) -> None:
-        """Ask the SuperLink to stop the run (a run that already ended is fine), and end the log stream."""
+    @staticmethod
+    def stop_run(flwr_home: Path, run_id: int) -> None:
+        """Ask the SuperLink to stop Flower run ``run_id`` (a run that already ended is fine); a failure is logged."""
         try:
-            flwr_json(self.home, "stop", str(self.run_id), CONNECTION)
+            flwr_json(flwr_home, "stop", str(run_id), CONNECTION)
         except RunFailed as exc:
             log.warning("%s", exc)
+
+    def stop(self) -> None:
+        """Ask the SuperLink to stop the run (a run that already ended is fine), and end the log stream."""
+        self.stop_run(self.home, self.run_id)
         self._end_stream(0.0)
 
     def close(self) -> None:
