@@ -5,13 +5,20 @@ only the framework, numpy and pyarrow) trains softmax regression with the same l
 partitions (FLTest's prepared shard set) as FLTest's run of the same config. Each side is one whole
 process (``fltest run`` or ``python bench/bare/<app>.py``), alternating, ``--repeat`` times; the table
 gives medians. Time per round is the median of rounds 2..R (each ends when the global model is
-evaluated); time to round 1 runs from the process's start to the end of round 1.
+evaluated); time to round 1 runs from the process's start until the bench reads the line the process
+writes as round 1 ends (FLTest's as it records the round, a bare app's as it evaluates). FLTest's process does
+its own work before the framework starts (it checks the config and its data, prepares the shard set);
+the ``fltest run→round 1`` column leaves it out: it is what FLTest's table charges the framework, from
+the run's start (``summary.json``'s ``started_at``) to round 1.
 
 ``flower-deployment`` (Docker, the image ``fltest:0.1.0``; not run unless named in ``--modes``) brings up
 the Flower deployment emulation in a compose project of its own (``fltest-flower-bench``, its secrets and
 partitions in a temporary folder) with N SuperNodes (``--supernodes``), the partitions prepared from the
 config FLTest runs; it alternates ``fltest-flower run <config>`` with the bare Flower App (bench/bare/flower_app/)
 run by ``fltest-flower flwr run <app> fltest --stream``, and removes the project at the end (``fltest-flower down``).
+Both sides' rounds end when the host reads them from Flower's log stream: FLTest's driver records a
+round when its ServerApp's line arrives through ``flwr log --stream``; the bare App's round ends when its
+ServerApp's line arrives on the host through ``flwr run --stream``.
 A deployment starts one ``flwr-clientapp`` process per message, so FLTest's share of its round is
 the import of the ClientApp module the App names: the ``clientapp import`` lines time it against
 ``import flwr.clientapp`` (whole interpreters, alternating, medians).
@@ -30,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -55,7 +61,9 @@ FLTEST_RUN = [sys.executable, "-m", "fltest.cli", "run"]
 FLOWER = [sys.executable, "-m", "deploy.commands.fltest_flower"]
 PROJECT = "fltest-flower-bench"  # the bench's own compose project: a user's federation is left alone
 APP_PACKAGE = "bare_flower_app"  # bench/bare/flower_app's package
-Times = list[tuple[float, float]]  # (time to round 1, time per round) of each process, in seconds
+# (time to round 1 from the process's start, time per round, time to round 1 from the run's start) of each process,
+# in seconds; a bare app's run starts with its process
+Times = list[tuple[float, float, float]]
 
 
 def _config(mode: str, clients: int, rounds: int, cpus: int) -> dict:
@@ -80,32 +88,45 @@ def _run(command: list[str], cwd: Path | None, env: dict[str, str] | None = None
     return result.stdout
 
 
-def _round_times(what: str, ends: dict[int, float], start: float, rounds: int) -> tuple[float, float]:
-    """(time to round 1 from ``start``, median time per round of rounds 2..R) from each round's end time."""
+def _timed_lines(command: list[str], cwd: Path | None, env: dict[str, str]) -> list[tuple[float, str]]:
+    """Run ``command`` to its end; each line of its output with the wall-clock time it arrived. A failure raises, naming
+    the command, with its output's last lines."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = [(time.time(), line) for line in process.stdout]
+    if process.wait() != 0:
+        output = "".join(line for _, line in lines)[-3000:]
+        raise RuntimeError(f"{' '.join(command)}: exit {process.returncode}\n{output}")
+    return lines
+
+
+def _round_times(what: str, ends: dict[int, float], start: float, rounds: int) -> tuple[float, float, float]:
+    """(time to round 1 from ``start``, median time per round of rounds 2..R, the same time to round 1) from each
+    round's end time."""
     found = sorted(r for r in ends if r >= 1)
     assert found == list(range(1, rounds + 1)), f"{what}: rounds {found}"
-    return ends[1] - start, statistics.median(ends[r] - ends[r - 1] for r in found[1:])
+    first = ends[1] - start
+    return first, statistics.median(ends[r] - ends[r - 1] for r in found[1:]), first
 
 
-def _fltest(config: dict, work: Path, command: list[str], env: dict[str, str]) -> tuple[float, float]:
+def _fltest(config: dict, work: Path, command: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     """One FLTest process, ``command <config> --results-dir <results>`` (``fltest run`` or ``fltest-flower run``):
-    (time to round 1, median time per round of rounds 2..R), in seconds."""
+    (time to round 1, median time per round of rounds 2..R, time to round 1 from the run's start), in seconds."""
     path = work / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     results = work / "results"
+    run = config["runs"][0]["name"]
     start = time.time()
-    _run([*command, str(path), "--results-dir", str(results)], work, env)
-    run_dir = results / config["name"] / config["runs"][0]["name"]
-    summary = json.loads((run_dir / "summary.json").read_text())
+    lines = _timed_lines([*command, str(path), "--results-dir", str(results)], work, env)
+    first = next(t for t, line in lines if f"{run} round 1/" in line)  # the line fltest logs as it records round 1
+    summary = json.loads((results / config["name"] / run / "summary.json").read_text())
     assert summary["status"] == "completed", summary.get("error")
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    began = datetime.fromisoformat(summary["started_at"]).timestamp()
-    first = began + next(r["elapsed_s"] for r in records if r["round"] == 1) - start
-    return first, statistics.median(r["round_s"] for r in records if r["round"] >= 2)
+    records = [json.loads(line) for line in (results / config["name"] / run / "metrics.jsonl").read_text().splitlines()]
+    in_run = next(r["elapsed_s"] for r in records if r["round"] == 1)
+    return first - start, statistics.median(r["round_s"] for r in records if r["round"] >= 2), in_run
 
 
-def _bare(mode: str, config: dict, shards: Path, work: Path) -> tuple[float, float]:
-    """One bare app's process: (time to round 1, median time per round of rounds 2..R), in seconds."""
+def _bare(mode: str, config: dict, shards: Path, work: Path) -> tuple[float, float, float]:
+    """One bare app's process: (time to round 1, median time per round of rounds 2..R, time to round 1), in seconds."""
     out = work / "rounds.jsonl"
     out.unlink(missing_ok=True)
     training = config["training"]
@@ -155,9 +176,9 @@ def _bare_app(folder: Path, config: dict) -> Path:
     return folder
 
 
-def _bare_deployment(app: Path, config: dict, env: dict[str, str]) -> tuple[float, float]:
+def _bare_deployment(app: Path, config: dict, env: dict[str, str]) -> tuple[float, float, float]:
     """One ``fltest-flower flwr run <app> fltest --stream`` of the bare Flower App: (time to round 1, median time per
-    round of rounds 2..R), in seconds, from the ServerApp's round lines."""
+    round of rounds 2..R, time to round 1), in seconds, from the times its ServerApp's round lines reached the host."""
     training = config["training"]
     settings = {
         "num-server-rounds": training["rounds"],
@@ -168,9 +189,9 @@ def _bare_deployment(app: Path, config: dict, env: dict[str, str]) -> tuple[floa
     }
     run_config = " ".join(f"{key}={value}" for key, value in settings.items())
     start = time.time()
-    out = _flower(env, "flwr", "run", ".", "fltest", "--stream", "--run-config", run_config, cwd=app)
-    lines = [json.loads(line[line.index('{"round"') :]) for line in out.splitlines() if '{"round"' in line]
-    return _round_times(DEPLOYMENT, {r["round"]: r["t"] for r in lines}, start, training["rounds"])
+    lines = _timed_lines([*FLOWER, "flwr", "run", ".", "fltest", "--stream", "--run-config", run_config], app, env)
+    ends = {json.loads(line[line.index('{"round"') :])["round"]: t for t, line in lines if '{"round"' in line}
+    return _round_times(DEPLOYMENT, ends, start, training["rounds"])
 
 
 def flower_deployment(config: dict, repeat: int, root: Path) -> tuple[Times, Times]:
@@ -227,11 +248,12 @@ def clientapp_import(repeat: int) -> None:
 
 
 def _print_row(mode: str, clients: int, bare: Times, ours: Times) -> None:
-    """One table line: the medians of each side's (time to round 1, time per round), and their ratios."""
-    b1, bs = (statistics.median(t[i] for t in bare) for i in (0, 1))
-    f1, fs = (statistics.median(t[i] for t in ours) for i in (0, 1))
+    """One table line: the medians of each side's times (:data:`Times`), and their ratios to the bare app's."""
+    b1, bs, _ = (statistics.median(t[i] for t in bare) for i in (0, 1, 2))
+    f1, fs, r1 = (statistics.median(t[i] for t in ours) for i in (0, 1, 2))
     print(
-        f"{mode:<18} {clients:>7} {bs:>12.3f} {fs:>14.3f} {fs / bs:>6.2f} {b1:>14.2f} {f1:>16.2f} {f1 / b1:>6.2f}",
+        f"{mode:<18} {clients:>7} {bs:>12.3f} {fs:>14.3f} {fs / bs:>6.2f} {b1:>14.2f} {f1:>16.2f} {f1 / b1:>6.2f}"
+        f" {r1:>20.2f} {r1 / b1:>6.2f}",
         flush=True,
     )
 
@@ -251,7 +273,7 @@ def main() -> None:
     clientapp_import(max(args.repeat, 5))
     print(
         f"{'mode':<18} {'clients':>7} {'bare s/round':>12} {'fltest s/round':>14} {'ratio':>6} "
-        f"{'bare round 1 s':>14} {'fltest round 1 s':>16} {'ratio':>6}"
+        f"{'bare round 1 s':>14} {'fltest round 1 s':>16} {'ratio':>6} {'fltest run→round 1 s':>20} {'ratio':>6}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes:

@@ -97,4 +97,4 @@ def test_bare_apps(tmp_path):
         out
     )
     for mode in ("flower-simulation", "nvflare"):
-        assert re.search(rf"^{mode} +2 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out
+        assert re.search(rf"^{mode} +2( +{NUMBER}){{8}}$", out, re.M), out
