@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
 TAG = "fltest:bench-images"  # a tag of the image's id, so that a rebuild elsewhere cannot change it mid-bench
-NETWORKS = {"uplink": ("fltest-bench-uplink", "172.31.241"), "cluster": ("fltest-bench-cluster", "172.31.242")}
+# Outside Docker's default address pools (172.17-172.31.0.0/16, 192.168.0.0/16), which Docker hands out in turn.
+NETWORKS = {"uplink": ("fltest-bench-uplink", "172.16.241"), "cluster": ("fltest-bench-cluster", "172.16.242")}
 DISTRIBUTIONS = ("controller", "relay")
 RELAY_DIR = yaml.safe_load((ANSIBLE / "roles" / "fltest_kit" / "defaults" / "main.yml").read_text())[
     "fltest_kit_image_relay_dir"

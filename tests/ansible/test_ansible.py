@@ -37,8 +37,11 @@ NODE_IMAGE = "fltest-node:bookworm"
 SOURCE_IMAGE = os.environ.get("FLTEST_IMAGE", KIT.image)
 TEST_IMAGE = "fltest:ansible-e2e"  # a tag of SOURCE_IMAGE's id, so a rebuild elsewhere cannot change it mid-test
 NETWORK = "fltest-ansible-e2e"
-SUBNET = "172.31.250.0/24"
-NODES = {"e2e-head": "172.31.250.11", "e2e-worker": "172.31.250.12"}
+# Outside Docker's default address pools (172.17-172.31.0.0/16, 192.168.0.0/16 in /20s), which Docker 20.10 hands
+# out in turn, not lowest first: 172.31.250.0/24 collided with a network the docker tier had just been given, on an
+# engine that had made many networks before ("docker network create" exit 1 at the lab's set-up).
+SUBNET = "172.16.250.0/24"
+NODES = {"e2e-head": "172.16.250.11", "e2e-worker": "172.16.250.12"}
 # Everything --privileged gives a nested dockerd, less CAP_SYS_RESOURCE (absent from this engine's
 # bounding set, so --privileged itself fails here).
 NODE_FLAGS = [
