@@ -164,19 +164,19 @@ class SelectedPartitions:
             self._sent[server_round] = [by_node[node] for node in self.node_ids]
         return self._sent[server_round]
 
-    def _node(self, node: int) -> str:
-        """A node as error lines name it: by its host where ``node_label`` asks and its host is known."""
+    def _host_name(self, node: int) -> str | None:
+        """``<node_label> <host>, Flower node <id>`` where ``node_label`` asks and the node's host is known."""
         host = self.node_hosts.get(node)
-        return f"{self.node_label} {host}, Flower node {node}" if self.node_label and host else f"Flower node {node}"
+        return f"{self.node_label} {host}, Flower node {node}" if self.node_label and host else None
+
+    def _node(self, node: int) -> str:
+        """A node as error lines name it: by its host where known, else by its Flower node id."""
+        return self._host_name(node) or f"Flower node {node}"
 
     def _client(self, partition: int) -> str:
-        """A client as error lines name it: its partition, and its node where ``node_label`` names it."""
-        node = self.partition_to_node[partition]
-        return (
-            f"client {partition} ({self._node(node)})"
-            if self.node_label and node in self.node_hosts
-            else f"client {partition}"
-        )
+        """A client as error lines name it: its partition, and its node where its host is named."""
+        name = self._host_name(self.partition_to_node[partition])
+        return f"client {partition} ({name})" if name else f"client {partition}"
 
     def _nodes_replying(self, server_round: int, replies: list[Message]) -> list[int]:
         """The node each reply answers for, through the train message it replies to.
