@@ -15,7 +15,8 @@ import yaml
 
 from fltest.backends.registry import Backend, RunJob, backend_for
 from fltest.config.schema import ExperimentConfig, RunConfig
-from fltest.data.shards import LABEL_PLOT, ShardSet, Storage, prepare_shards
+from fltest.data.shard_cache import cached_shards
+from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
 from fltest.errors import FLTestError
 from fltest.fedavg import evaluate_global
 from fltest.hooks import Hooks, load_hooks
@@ -29,9 +30,17 @@ log = logging.getLogger(__name__)
 
 
 def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
-    """Prepare (or reuse) the experiment's shards, logging which it did."""
+    """Prepare (or reuse) the experiment's shards, logging which it did.
+
+    A cached set is found without the datasets library, which only writing a set imports (0.7 s of a run's start).
+    """
     start = time.perf_counter()
-    shards, reused = prepare_shards(config, storage)
+    shards = cached_shards(config, storage)
+    reused = shards is not None
+    if not reused:
+        from fltest.data.shards import prepare_shards
+
+        shards, reused = prepare_shards(config, storage)
     verb = "reused" if reused else "prepared"
     log.info(
         "%s %d %s shards (%s samples, test %d) in %.1f s: %s",

@@ -7,8 +7,7 @@ from pathlib import Path
 from fltest.config.loader import load_config, naming_the_file
 from fltest.config.runs import run_kind
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import cached_shards
-from fltest.data.split import check_local_data
+from fltest.data.shard_cache import cached_shards
 from fltest.errors import FieldError
 
 
@@ -24,6 +23,8 @@ def check_config(path: str | Path, reuse_shards: bool = False) -> ExperimentConf
     config = load_config(path)
     with naming_the_file(path):
         if not (reuse_shards and cached_shards(config) is not None):
+            from fltest.data.split import check_local_data  # the datasets library: 0.7 s, only when the data is read
+
             check_local_data(config)
     return config
 

@@ -76,11 +76,9 @@ def write_config(tmp_path: Path):
 
 @pytest.fixture
 def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point the shard cache at an empty folder for this test."""
-    import datasets
-
+    """Point the shard cache at an empty folder for this test (the variable the datasets library reads at import)."""
     folder = tmp_path / "hf-datasets"
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", folder)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(folder))
     return folder
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import cache_key, client_dataset, dataset_arrays, prepare_shards
+from fltest.data.shard_cache import cache_key
+from fltest.data.shards import client_dataset, dataset_arrays, prepare_shards
 from tests.conftest import base_config
 
 
@@ -101,7 +102,7 @@ def test_second_prepare_reuses_the_cache(fresh_cache):
 def test_shards_are_deterministic_and_cover_the_training_split(fresh_cache, tmp_path, monkeypatch):
     shards, _ = prepare_shards(_config())
     first = [shards.client_arrays(i) for i in range(shards.num_clients)]
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "elsewhere")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "elsewhere"))
     rebuilt, reused = prepare_shards(_config())
     assert not reused
     for (x1, y1), i in zip(first, range(rebuilt.num_clients)):
@@ -190,7 +191,7 @@ def test_a_uint8_source_trains_on_the_reference_backend(fresh_cache, tmp_path):
 
 
 def test_a_cache_folder_of_the_old_format_is_never_read(fresh_cache, monkeypatch):
-    import fltest.data.shards as shards_module
+    import fltest.data.shard_cache as shards_module
 
     current, version = cache_key(_config(), "mmap"), shards_module.FORMAT_VERSION
     monkeypatch.setattr(shards_module, "FORMAT_VERSION", 1)

@@ -40,7 +40,7 @@ from deploy.flower_emulation.runs import (
 from fltest.config.loader import config_path as resolve_config_path
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import cache_root
+from fltest.data.shard_cache import cache_root
 from fltest.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""Prepared client shards, cached as Arrow files in the Hugging Face datasets cache.
+"""Prepared client shards, written as Arrow files into the Hugging Face datasets cache.
 
 A shard set lives in ``<HF datasets cache>/fltest-shards/<key>/``: ``meta.json``,
 ``test/`` and ``clients/<i>/``, each folder written by ``save_to_disk``, and
@@ -12,6 +12,7 @@ their dtype and shape (uint8 images stay uint8; an ``ArrayND`` is stored as fixe
 lists, :mod:`fltest.data.shard_rows`) in columns ``x0``, ``x1``, ... and the label is ``y``.
 They become float64 (divided by the dataset's ``scale``; one feature column keeps each sample's
 shape, several are flattened and joined into rows) only when a client trains (:func:`dataset_arrays`).
+:mod:`fltest.data.shard_cache` keys and finds a set without this module's datasets import.
 """
 
 from __future__ import annotations
@@ -30,44 +31,16 @@ from tqdm import tqdm
 from fltest.config.schema import ExperimentConfig
 from fltest.data.plots import save_label_distribution
 from fltest.data.shard_arrays import LABEL_COLUMN, table_arrays
+from fltest.data.shard_cache import FORMAT_VERSION, content_in_key, locate, read_meta
 from fltest.data.shard_rows import SourceRows
 from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
-from fltest.data.sources import content_in_key, label_array, load_source, source_fingerprint
+from fltest.data.sources import label_array, load_source
 from fltest.data.split import Split, split_rows
-
-FORMAT_VERSION = 3  # 3: meta.json holds the feature shape; 2: the source's rows and dtypes; 1: float32 rows. In the key and meta.json
 
 
 def feature_columns(count: int) -> list[str]:
     """The shards' feature column names: ``x0``, ``x1``, ... in the config's order."""
     return [f"x{i}" for i in range(count)]
-
-
-def cache_root() -> Path:
-    """The folder that holds every shard set: under the Hugging Face datasets cache, as an absolute path.
-
-    Shard sets are read by other processes (NVFlare clients, Ray workers) in other working
-    folders, so a relative ``HF_HOME`` is taken against this process's working folder.
-    """
-    return Path(datasets.config.HF_DATASETS_CACHE).absolute() / "fltest-shards"
-
-
-def cache_key(config: ExperimentConfig, storage: Storage, fingerprint: str | None = None) -> str:
-    """A hash of every input that changes the prepared shards (every partitioner parameter), the format and the storage variant.
-
-    ``fingerprint``: the source's (:func:`source_fingerprint`), if already known.
-    """
-    inputs = {
-        "format": FORMAT_VERSION,
-        "dataset": config.dataset.model_dump(mode="json"),
-        "dataset_fingerprint": fingerprint if fingerprint is not None else source_fingerprint(config.dataset),
-        "partition": config.partition.model_dump(mode="json"),
-        "clients": config.clients,
-        "seed": config.seed,
-        "storage": storage,
-    }
-    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
 def client_dataset(shards: ShardSet, partition_id: int) -> datasets.Dataset:
@@ -119,45 +92,6 @@ def _write_shards(staging: Path, key: str, columns: datasets.Dataset, split: Spl
     return sizes
 
 
-def _read_meta(root: Path, key: str, storage: Storage) -> ShardSet | None:
-    """The shard set in ``root``, or ``None`` when it is missing or of another format version."""
-    try:
-        meta = json.loads((root / "meta.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if meta.get("format") != FORMAT_VERSION:
-        return None
-    return ShardSet(
-        root=root,
-        key=key,
-        storage=storage,
-        num_clients=meta["num_clients"],
-        feature_shape=tuple(meta["feature_shape"]),
-        scale=meta["scale"],
-        num_classes=meta["num_classes"],
-        client_sizes=tuple(meta["client_sizes"]),
-        test_size=meta["test_size"],
-    )
-
-
-def cached_shards(
-    config: ExperimentConfig, storage: Storage = "mmap", source: datasets.Dataset | None = None
-) -> ShardSet | None:
-    """The experiment's shard set if the cache holds it, else ``None``.
-
-    The source is read only when its content is in the key (a disk dataset; ``source``, if already
-    read): reading the digits from scikit-learn alone was 1.4 s of every run's start with the shards cached.
-    """
-    key, root = _located(config, storage, source)
-    return _read_meta(root, key, storage)
-
-
-def _located(config: ExperimentConfig, storage: Storage, source: datasets.Dataset | None) -> tuple[str, Path]:
-    """The shard set's cache key and folder (the source is read only if its content is in the key and not given)."""
-    key = cache_key(config, storage, source_fingerprint(config.dataset, source))
-    return key, cache_root() / key
-
-
 def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple[ShardSet, bool]:
     """Return the experiment's shard set, building and caching it if needed.
 
@@ -167,8 +101,8 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
     leaves a half-written set under the final key; a folder of another format is rebuilt.
     """
     source = load_source(config.dataset) if content_in_key(config.dataset) else None
-    key, root = _located(config, storage, source)
-    cached = _read_meta(root, key, storage)
+    key, root = locate(config, storage, source)
+    cached = read_meta(root, key, storage)
     if cached is not None:
         return cached, True
     source = source if source is not None else load_source(config.dataset)
@@ -201,7 +135,7 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
         try:
             staging.rename(root)
         except OSError:
-            if _read_meta(root, key, storage) is None:  # not a concurrent writer finishing first
+            if read_meta(root, key, storage) is None:  # not a concurrent writer finishing first
                 raise
             shutil.rmtree(staging, ignore_errors=True)
     except BaseException:
@@ -209,4 +143,4 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
         raise
     finally:
         datasets.enable_progress_bars()
-    return _read_meta(root, key, storage), False
+    return read_meta(root, key, storage), False

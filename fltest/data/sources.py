@@ -83,21 +83,6 @@ def label_array(dataset: datasets.Dataset, label: str) -> np.ndarray:
     return np.asarray(dataset.with_format("numpy", columns=[label])[:][label]).astype(np.int64)
 
 
-def content_in_key(config: DatasetConfig) -> bool:
-    """Whether the source's content is part of the shards' cache key (a ``disk`` dataset, which can change)."""
-    return config.source == "disk"
-
-
-def source_fingerprint(config: DatasetConfig, dataset: datasets.Dataset | None = None) -> str | None:
-    """A fingerprint of a ``disk`` dataset's content (its loaded split), so that a changed folder changes the cache key.
-
-    ``dataset``: the source as :func:`load_source` loaded it (read again when not given).
-    """
-    if not content_in_key(config):
-        return None
-    return (dataset if dataset is not None else load_source(config))._fingerprint
-
-
 def split_sizes(num_samples: int, config: DatasetConfig) -> tuple[int, int]:
     """``(train, test)`` row counts after ``max_samples`` and ``test_fraction``."""
     if config.max_samples is not None:

@@ -18,11 +18,11 @@ from fltest.backends.flwr.cluster import (
 )
 from fltest.backends.flwr.ray_session import start_private_ray
 from fltest.backends.flwr.simulation import SimulationTransport
-from fltest.backends.flwr.strategy import unsupported
+from fltest.backends.flwr.unsupported import unsupported
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.backends.supervision import Deadlines, follow_run
 from fltest.config.schema import ExperimentConfig, RunConfig
-from fltest.data.shards import Storage
+from fltest.data.shard_set import Storage
 from fltest.validate import check_cluster_gpus
 
 log = logging.getLogger(__name__)

@@ -5,16 +5,13 @@ from __future__ import annotations
 import socket
 import warnings
 
-import datasets
 import ray
-from datasets.table import InMemoryTable
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fltest.backends.flwr.ray_errors import ray_node_info, remember_node_names
 from fltest.backends.flwr.ray_session import init_ray
 from fltest.backends.ray_address import ADDRESS_VARIABLE
 from fltest.data.shard_set import ShardSet
-from fltest.data.shards import client_dataset, dataset_arrays
 from fltest.errors import InputError, RunFailed
 
 CONNECT_TIMEOUT_S = 5.0
@@ -111,6 +108,8 @@ def put_shards(shards: ShardSet) -> dict[int, ray.ObjectRef]:
 
     The table alone: a pickled ``Dataset`` carries its table twice (measured: 318 KB against 158 KB).
     """
+    from fltest.data.shards import client_dataset  # the datasets library: a Ray cluster's runs only (0.7 s)
+
     return {pid: ray.put(client_dataset(shards, pid).data.table) for pid in range(shards.num_clients)}
 
 
@@ -124,6 +123,11 @@ class ObjectStoreShards:
 
     def __call__(self, partition_id: int):
         """Client ``partition_id``'s features and labels."""
+        import datasets
+        from datasets.table import InMemoryTable
+
+        from fltest.data.shards import dataset_arrays
+
         table = InMemoryTable(ray.get(self.refs[partition_id]))
         return dataset_arrays(
             datasets.Dataset(table, fingerprint=f"fltest-shard-{partition_id}"), self.scale

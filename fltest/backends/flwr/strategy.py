@@ -3,7 +3,7 @@
 Each of the config's strategies is Flower's class of that name (``flwr.serverapp.strategy``:
 FedAvg, FedProx, FedAvgM, FedAdagrad, FedAdam, FedYogi) with the experiment's parameters; FLTest
 adds only which partitions train and the order their replies are summed in (partition order).
-Flower has no SCAFFOLD: such a run is ``unsupported`` (:func:`unsupported`).
+Flower has no SCAFFOLD: such a run is ``unsupported`` (:mod:`fltest.backends.flwr.unsupported`).
 """
 
 from __future__ import annotations
@@ -24,21 +24,10 @@ from fltest.config.strategies import (
     FedAvgMStrategy,
     FedProxStrategy,
     FedYogiStrategy,
-    ScaffoldStrategy,
     StrategyConfig,
 )
 from fltest.errors import RunFailed
 from fltest.fedavg import select_clients
-
-NO_SCAFFOLD = (
-    "Flower 1.42 has no SCAFFOLD: neither flwr.serverapp.strategy nor the older flwr.server.strategy has one, "
-    "and its strategies keep no control variates"
-)
-
-
-def unsupported(strategy: StrategyConfig) -> str | None:
-    """Why Flower 1.42 has no implementation of ``strategy`` of its own, else ``None``."""
-    return NO_SCAFFOLD if isinstance(strategy, ScaffoldStrategy) else None
 
 
 def wait_for_nodes(grid: Grid, expected: int, timeout: float) -> list[int]:

@@ -26,7 +26,8 @@ from fltest.backends.flwr_deployment.run_config import (
     params_digest,
 )
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import ShardSet, cache_key
+from fltest.data.shard_cache import cache_key
+from fltest.data.shard_set import ShardSet
 from fltest.params import Params
 from fltest.user_module import module_source
 

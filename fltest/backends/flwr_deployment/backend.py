@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from fltest.backends.base import Backend, RunJob
-from fltest.backends.flwr.strategy import unsupported
+from fltest.backends.flwr.unsupported import unsupported
 from fltest.backends.flwr_deployment.app_dir import user_module_sources, write_app_dir
 from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
 from fltest.backends.flwr_deployment.log_stream import FlowerRunTransport

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from fltest.backends.flwr_deployment.node_shard import META_FILE, SHARD_DIR
-from fltest.data.shards import ShardSet
+from fltest.data.shard_set import ShardSet
 
 EXPORT_STORAGE = "mmap"  # partitions are exported from the memory-mapped shard set
 

@@ -12,11 +12,13 @@ import base64
 import hashlib
 import importlib
 import sys
-
-from flwr.app import Context
+from typing import TYPE_CHECKING
 
 from fltest.config.schema import ExperimentConfig
 from fltest.params import Params, params_from_bytes, params_to_bytes
+
+if TYPE_CHECKING:  # the driver, which writes the run config, does not import Flower (0.7 s of its start)
+    from flwr.app import Context
 
 EXPERIMENT_KEY = "fltest-experiment"  # run-config keys
 SHARDS_KEY = "fltest-shards-key"
