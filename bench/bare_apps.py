@@ -4,7 +4,7 @@ For each framework mode, a bare app written as that framework's docs teach (benc
 only the framework, numpy and pyarrow) trains softmax regression with the same local SGD on the same
 partitions (FLTest's prepared shard set) as FLTest's run of the same config. Each side is one whole
 process (``fltest run`` or ``python bench/bare/<app>.py``), alternating, ``--repeat`` times; the table
-gives medians. Time per round is the median of rounds 2..R (each ends when the global model is
+gives medians (a bare job that hangs is killed with its workers after 300 s and run again, said on stderr). Time per round is the median of rounds 2..R (each ends when the global model is
 evaluated); time to round 1 runs from the process's start until the bench reads the line the process
 writes as round 1 ends (FLTest's as it records the round, a bare app's as it evaluates). FLTest's process does
 its own work before the framework starts (it checks the config and its data, prepares the shard set);
@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,6 +57,8 @@ RUNS = {
     "nvflare": {"framework": "nvflare"},
     DEPLOYMENT: {"framework": "flwr"},
 }
+BARE_TIMEOUT_S = 300.0  # a bare job's whole process (10 clients take under a minute here); then it is run again
+BARE_ATTEMPTS = 3
 TRAINING = {"local_epochs": 1, "batch_size": 32, "learning_rate": 0.1, "round_timeout_s": 600}
 FLTEST_RUN = [sys.executable, "-m", "fltest.cli", "run"]
 FLOWER = [sys.executable, "-m", "deploy.commands.fltest_flower"]
@@ -79,13 +82,26 @@ def _config(mode: str, clients: int, rounds: int, cpus: int) -> dict:
     }
 
 
-def _run(command: list[str], cwd: Path | None, env: dict[str, str] | None = None) -> str:
-    """Run ``command`` to its end; its output. A failure raises, naming the command, with its output's last lines."""
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr)[-3000:]
-        raise RuntimeError(f"{' '.join(command)}: exit {result.returncode}\n{output}")
-    return result.stdout
+class Hung(Exception):
+    """A process outlived its timeout; it and every process it started were killed."""
+
+
+def _run(command: list[str], cwd: Path | None, env: dict[str, str] | None = None, timeout: float | None = None) -> str:
+    """Run ``command`` to its end; its output. A failure raises, naming the command, with its output's last lines;
+    a process still running after ``timeout`` s is killed with its process group (:class:`Hung`)."""
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: the NVFlare simulator's workers with it
+        process.communicate()
+        raise Hung(f"{' '.join(command)}: still running after {timeout:g} s, killed") from None
+    if process.returncode != 0:
+        output = (stdout + stderr)[-3000:]
+        raise RuntimeError(f"{' '.join(command)}: exit {process.returncode}\n{output}")
+    return stdout
 
 
 def _timed_lines(command: list[str], cwd: Path | None, env: dict[str, str]) -> list[tuple[float, str]]:
@@ -126,21 +142,31 @@ def _fltest(config: dict, work: Path, command: list[str], env: dict[str, str]) -
 
 
 def _bare(mode: str, config: dict, shards: Path, work: Path) -> tuple[float, float, float]:
-    """One bare app's process: (time to round 1, median time per round of rounds 2..R, time to round 1), in seconds."""
+    """One bare app's process: (time to round 1, median time per round of rounds 2..R, time to round 1), in seconds.
+
+    A bare job that hangs (NVFlare 2.9's simulator can wait forever for a worker that lost its port, and has no
+    timeout of its own) is killed after :data:`BARE_TIMEOUT_S` and run again, at most :data:`BARE_ATTEMPTS` times
+    in all; each hang is printed, so the table says what it leaves out.
+    """
     out = work / "rounds.jsonl"
-    out.unlink(missing_ok=True)
     training = config["training"]
-    start = time.time()
-    _run(
-        [
-            sys.executable,
-            str(BARE / MODES[mode]),
-            *("--shards", str(shards), "--clients", str(config["clients"]), "--rounds", str(training["rounds"])),
-            *("--epochs", str(training["local_epochs"]), "--batch-size", str(training["batch_size"])),
-            *("--lr", str(training["learning_rate"]), "--cpus", str(config["total_cpus"]), "--out", str(out)),
-        ],
-        work,
-    )
+    command = [
+        sys.executable,
+        str(BARE / MODES[mode]),
+        *("--shards", str(shards), "--clients", str(config["clients"]), "--rounds", str(training["rounds"])),
+        *("--epochs", str(training["local_epochs"]), "--batch-size", str(training["batch_size"])),
+        *("--lr", str(training["learning_rate"]), "--cpus", str(config["total_cpus"]), "--out", str(out)),
+    ]
+    for attempt in range(1, BARE_ATTEMPTS + 1):
+        out.unlink(missing_ok=True)
+        start = time.time()
+        try:
+            _run(command, work, timeout=BARE_TIMEOUT_S)
+            break
+        except Hung as exc:
+            print(f"bare {mode} job {attempt} of at most {BARE_ATTEMPTS} hung: {exc}", file=sys.stderr, flush=True)
+            if attempt == BARE_ATTEMPTS:
+                raise
     ends = {r["round"]: r["t"] for r in map(json.loads, out.read_text().splitlines())}
     return _round_times(mode, ends, start, training["rounds"])
 

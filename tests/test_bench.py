@@ -8,9 +8,12 @@ they are only imported and parse their options (``--help``).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +101,27 @@ def test_bare_apps(tmp_path):
     )
     for mode in ("flower-simulation", "nvflare"):
         assert re.search(rf"^{mode} +2( +{NUMBER}){{8}}$", out, re.M), out
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_hung_bare_job_is_killed_with_every_process_it_started(tmp_path):
+    """bench/bare_apps.py kills a bare job past its timeout with its process group (NVFlare's simulator leaves
+    workers otherwise), and says so (:class:`Hung`) so that the job is run again."""
+    spec = importlib.util.spec_from_file_location("bare_apps", REPO / "bench" / "bare_apps.py")
+    bare_apps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bare_apps)
+    child = tmp_path / "child.pid"
+    with pytest.raises(bare_apps.Hung, match="still running after 2 s"):
+        bare_apps._run(["bash", "-c", f"sleep 300 & echo $! > {child}; wait"], tmp_path, timeout=2)
+    pid = int(child.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"the job's child {pid} outlived it"
