@@ -47,7 +47,7 @@ from deploy.node.superlink_flwr import SUPERLINK_ADDRESS
 from fltest.backends.flwr_deployment.app_dir import CLIENT_COMPONENT
 from fltest.config.schema import ExperimentConfig
 from fltest.data.saved_table import saved_arrays
-from fltest.data.shards import prepare_shards
+from fltest.data.shard_cache import prepare_shards
 
 BARE = Path(__file__).resolve().parent / "bare"
 MODES = {"flower-simulation": "flower_simulation.py", "nvflare": "nvflare_simulator.py"}  # bare apps run as scripts

@@ -107,7 +107,7 @@ def side(name: str, source: Path, out: Path, clients: int) -> None:
     if name == "save":
         datasets.load_from_disk(str(source)).save_to_disk(str(out / "copy"))
     else:
-        from fltest.data.shards import prepare_shards
+        from fltest.data.shard_cache import prepare_shards
 
         prepare_shards(_config(source, clients), "mmap")
     (out / f"{name}.peak").write_text(str(peak_resident_bytes()))
@@ -146,7 +146,8 @@ def object_store_sizes(hf_home: Path, source: Path, clients: int) -> tuple[int, 
     import datasets
 
     datasets.config.HF_DATASETS_CACHE = hf_home / "datasets"
-    from fltest.data.shards import client_dataset, prepare_shards
+    from fltest.data.shard_cache import prepare_shards
+    from fltest.data.shards import client_dataset
 
     shards, _ = prepare_shards(_config(source, clients), "memory")
     shard = client_dataset(shards, 0)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import prepare_shards
+from fltest.data.shard_cache import prepare_shards
 from fltest.fedavg import client_seed
 from fltest.model import load_model
 from fltest.params import load_params

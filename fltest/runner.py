@@ -15,7 +15,7 @@ import yaml
 
 from fltest.backends.registry import Backend, RunJob, backend_for
 from fltest.config.schema import ExperimentConfig, RunConfig
-from fltest.data.shard_cache import cached_shards, content_in_key
+from fltest.data.shard_cache import prepare_shards
 from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
 from fltest.errors import FLTestError
 from fltest.fedavg import evaluate_global
@@ -32,17 +32,10 @@ log = logging.getLogger(__name__)
 def prepare(config: ExperimentConfig, storage: Storage = "mmap") -> ShardSet:
     """Prepare (or reuse) the experiment's shards, logging which it did.
 
-    A cached set is found without the datasets library, which only writing a set imports (0.7 s of a run's start);
-    a ``disk`` dataset, whose content is in the key, is left to :func:`fltest.data.shards.prepare_shards`, which
-    reads it once.
+    A cached set is found without the datasets library (:func:`fltest.data.shard_cache.prepare_shards`).
     """
     start = time.perf_counter()
-    shards = None if content_in_key(config.dataset) else cached_shards(config, storage)
-    reused = shards is not None
-    if not reused:
-        from fltest.data.shards import prepare_shards
-
-        shards, reused = prepare_shards(config, storage)
+    shards, reused = prepare_shards(config, storage)
     verb = "reused" if reused else "prepared"
     log.info(
         "%s %d %s shards (%s samples, test %d) in %.1f s: %s",

@@ -16,8 +16,7 @@ from fltest.backends.flwr.client_app import make_client_app
 from fltest.backends.flwr.cluster import ObjectStoreShards, put_shards
 from fltest.backends.supervision.deadlines import REPLY_GRACE_S
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shard_cache import cache_key
-from fltest.data.shards import prepare_shards
+from fltest.data.shard_cache import cache_key, prepare_shards
 from fltest.runner import run_experiment
 from tests.conformance import assert_conforms
 from tests.conftest import failing_round_seconds

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import prepare_shards
+from fltest.data.shard_cache import prepare_shards
 from tests.conftest import REPO, base_config
 
 CACHE_VARIABLES = ("HF_DATASETS_CACHE", "HF_HOME", "XDG_CACHE_HOME")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shard_cache import cache_key
-from fltest.data.shards import client_dataset, dataset_arrays, prepare_shards
+from fltest.data.shard_cache import cache_key, prepare_shards
+from fltest.data.shards import client_dataset, dataset_arrays
 from tests.conftest import base_config
 
 

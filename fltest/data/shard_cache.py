@@ -4,7 +4,7 @@ A run whose shard set is cached reads nothing else of it before its framework st
 set must not cost that library's import (0.7 s of every run's start, measured): the set's key hashes
 the config, and its folder lies under the Hugging Face datasets cache, found by the same environment
 variables the datasets library reads. Only a ``disk`` dataset, whose content is in the key, is read
-(with that library) to find its set. :mod:`fltest.data.shards` writes the sets.
+(with that library) to find its set. :mod:`fltest.data.shards` writes a set the cache misses.
 """
 
 from __future__ import annotations
@@ -121,3 +121,23 @@ def cached_shards(
     """
     key, root = locate(config, storage, source)
     return read_meta(root, key, storage)
+
+
+def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple[ShardSet, bool]:
+    """Return the experiment's shard set, from the cache or built into it (:func:`fltest.data.shards.write_shard_set`).
+
+    Returns ``(shards, reused)`` where ``reused`` says the cache already held them. The datasets library is
+    imported only to build a set or to fingerprint a ``disk`` dataset, which is then read once.
+    """
+    source = None
+    if content_in_key(config.dataset):
+        from fltest.data.sources import load_source
+
+        source = load_source(config.dataset)
+    key, root = locate(config, storage, source)
+    cached = read_meta(root, key, storage)
+    if cached is not None:
+        return cached, True
+    from fltest.data.shards import write_shard_set  # the datasets library: 0.7 s of a run's start, on a miss only
+
+    return write_shard_set(config, storage, key, root, source), False

@@ -12,7 +12,7 @@ their dtype and shape (uint8 images stay uint8; an ``ArrayND`` is stored as fixe
 lists, :mod:`fltest.data.shard_rows`) in columns ``x0``, ``x1``, ... and the label is ``y``.
 They become float64 (divided by the dataset's ``scale``; one feature column keeps each sample's
 shape, several are flattened and joined into rows) only when a client trains (:func:`dataset_arrays`).
-:mod:`fltest.data.shard_cache` keys and finds a set without this module's datasets import.
+:mod:`fltest.data.shard_cache` keys and finds a set without this module's datasets import, and calls it to write one.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tqdm import tqdm
 from fltest.config.schema import ExperimentConfig
 from fltest.data.plots import save_label_distribution
 from fltest.data.shard_arrays import LABEL_COLUMN, table_arrays
-from fltest.data.shard_cache import FORMAT_VERSION, content_in_key, locate, read_meta
+from fltest.data.shard_cache import FORMAT_VERSION, read_meta
 from fltest.data.shard_rows import SourceRows
 from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
 from fltest.data.sources import label_array, load_source
@@ -92,21 +92,17 @@ def _write_shards(staging: Path, key: str, columns: datasets.Dataset, split: Spl
     return sizes
 
 
-def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple[ShardSet, bool]:
-    """Return the experiment's shard set, building and caching it if needed.
+def write_shard_set(
+    config: ExperimentConfig, storage: Storage, key: str, root: Path, source: datasets.Dataset | None
+) -> ShardSet:
+    """Build the experiment's shard set into ``root`` (its cache folder under ``key``); the set.
 
-    Returns ``(shards, reused)`` where ``reused`` says the cache already held them. The
-    source is read once: its label column for the split, then each client's rows by index.
-    The set is written to a temporary folder and renamed into place, so a crash never
-    leaves a half-written set under the final key; a folder of another format is rebuilt.
+    ``source``: the dataset if already read (read here when not). It is read once: its label column for
+    the split, then each client's rows by index. The set is written to a temporary folder and renamed
+    into place, so a crash never leaves a half-written set under the final key; a folder of another
+    format is replaced. :func:`fltest.data.shard_cache.prepare_shards` calls it when the cache misses.
     """
-    source = load_source(config.dataset) if content_in_key(config.dataset) else None
-    key, root = locate(config, storage, source)
-    cached = read_meta(root, key, storage)
-    if cached is not None:
-        return cached, True
     source = source if source is not None else load_source(config.dataset)
-
     labels = label_array(source, config.dataset.label)
     datasets.disable_progress_bars()  # datasets' own bars (a label cast, each save): the shards' bar is enough
     staging = root.with_name(f"{key}.tmp-{os.getpid()}")
@@ -143,4 +139,4 @@ def prepare_shards(config: ExperimentConfig, storage: Storage = "mmap") -> tuple
         raise
     finally:
         datasets.enable_progress_bars()
-    return read_meta(root, key, storage), False
+    return read_meta(root, key, storage)
