@@ -11,20 +11,23 @@ reports) must stay out.
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 
 import pytest
 
 from fltest.backends.flwr_deployment.app_dir import CLIENT_COMPONENT
-from tests.conftest import REPO
+from fltest.config.schema import ExperimentConfig
+from fltest.data.shard_cache import prepare_shards
+from tests.conftest import REPO, base_config
 
 FORBIDDEN = ("ray", "flwr.simulation", "datasets", "matplotlib", "pandas")
 
 
-def imported_by(module: str) -> set[str]:
-    """The modules a fresh interpreter holds after ``import module``."""
-    code = f"import json, sys; import {module}; print(json.dumps(sorted(sys.modules)))"
+def imported_by(module: str, then: str = "pass") -> set[str]:
+    """The modules a fresh interpreter holds after ``import module`` and the statement ``then``."""
+    code = f"import json, sys; import {module}; {then}; print(json.dumps(sorted(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     return set(json.loads(result.stdout.splitlines()[-1]))
@@ -50,6 +53,19 @@ def test_the_nvflare_client_script_does_not_import(package):
     script = job.client.__name__  # the module whose file the job's ScriptRunner names
     pulled = sorted(m for m in imported_by(script) if m == package or m.startswith(package + "."))
     assert not pulled, f"{script} imports {package}: {pulled[:5]}"
+
+
+def test_a_client_reading_its_shard_imports_neither_pandas_nor_datasets(fresh_cache):
+    """Reading a shard is part of a client's timed local training, in every process that trains.
+
+    pyarrow's ``to_numpy`` imports pandas on its first call in a process: 0.2 s on an idle machine,
+    several on a busy one, inside ``round_timeout_s`` of round 1.
+    """
+    config = ExperimentConfig.model_validate(base_config())
+    shards, _ = prepare_shards(config)
+    read = f"x, y = pickle.loads(bytes.fromhex({pickle.dumps(shards).hex()!r})).client_arrays(0)"  # as a Ray worker gets it
+    pulled = sorted(m for m in imported_by("pickle", read) if m.partition(".")[0] in FORBIDDEN)
+    assert not pulled, f"reading a shard imports {pulled[:5]}"
 
 
 def test_the_check_sees_what_a_module_imports():

@@ -23,8 +23,10 @@ from tests.conftest import failing_round_seconds
 from tests.ray_cluster import head_and_node
 
 pytestmark = pytest.mark.ray
-FREEZE_TIMEOUT_S = 3  # the frozen client's round_timeout_s: the server waits 3 s and its 10 s grace
-FROZEN_S = 20  # how long that client stays frozen: well after the server gave up on it
+FREEZE_TIMEOUT_S = (
+    5  # the frozen client's round_timeout_s (round 1 trains in it, 0.1 s idle): the server waits 5 s and its 10 s grace
+)
+FROZEN_S = 25  # how long that client stays frozen: well after the server gave up on it
 
 
 def _config(
