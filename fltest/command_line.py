@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from fltest.errors import FLTestError
 from fltest.exit_codes import ExitCode
@@ -22,7 +25,8 @@ def run_command(
     error's exit code (2 for bad input, 1 for a failure). Ctrl-C (SIGINT) and SIGTERM raise
     :class:`fltest.interrupts.Interrupted` while the handler runs: whoever runs the experiment
     stops it and says what it stopped, and the command prints one line
-    ``<prog>: interrupted (<signal>): <what was stopped>`` and returns 130.
+    ``<prog>: interrupted (<signal>): <what was stopped>`` and returns 130. A reader of stdout that went
+    away (``| head``) ends the command quietly with 141, as SIGPIPE would.
     """
     args = parser.parse_args(argv)
     if setup is not None:
@@ -33,7 +37,19 @@ def run_command(
     except FLTestError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        if not _reader_gone(sys.stdout):
+            raise  # some other pipe's: a fault of its own
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the flush at exit finds a reader
+        return ExitCode.OUTPUT_CLOSED
     except KeyboardInterrupt as exc:  # what was recorded stays, with its summary saying so
         stopped = getattr(exc, "stopped", None)
         print(f"{parser.prog}: interrupted ({signal_name(exc)})" + (f": {stopped}" if stopped else ""), file=sys.stderr)
         return ExitCode.INTERRUPTED  # 128 + SIGINT, as a shell reports a Ctrl-C; SIGTERM stops a run the same way
+
+
+def _reader_gone(stream: TextIO) -> bool:
+    """Whether ``stream`` is a pipe whose reading end is closed (``poll`` reports an error on its writing end)."""
+    poller = select.poll()
+    poller.register(stream.fileno(), select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))

@@ -36,3 +36,10 @@ class ExitCode(IntEnum):
             "with an `interrupted` summary"
         ),
     )
+    OUTPUT_CLOSED = (
+        141,
+        (
+            "its output's reader went away (`| head`, say): the command stopped printing, quietly, as a shell "
+            "reports a process SIGPIPE ended (128 + 13); what it had run or written is kept"
+        ),
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -217,3 +218,30 @@ def test_partitions_of_a_bad_config_is_exit_2_and_writes_nothing(write_config, t
     assert result.returncode == 2
     assert result.stderr.strip().startswith("fltest: error: ") and "clients" in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["fltest", "validate", "config.yaml"],
+        ["fltest-flower", "--compose-dir", "compose", "tls"],  # the operator's, through the same run_command
+    ],
+)
+def test_output_whose_reader_went_away_ends_quietly_with_141(write_config, tmp_path, command):
+    """``fltest validate config.yaml | head -0``: no traceback; the shell's code for SIGPIPE, as a Unix tool's."""
+    write_config(base_config())
+    shutil.copytree(REPO / "compose", tmp_path / "compose", ignore=shutil.ignore_patterns("secrets"))
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command prints
+    try:
+        result = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), command[0]), *command[1:]],
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")
