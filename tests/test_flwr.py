@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 
@@ -118,6 +119,23 @@ def test_a_client_that_hangs_fails_the_run_at_the_round_timeout(tmp_path, monkey
     assert 30 <= failing_round_seconds(tmp_path / "flwr-test" / "flower") < 75
     assert returned_after < 300  # before the fix, run_experiment returned only once the hook woke up
     assert not ray.is_initialized()
+
+
+def test_a_client_that_raises_in_round_1_is_named_by_its_partition(tmp_path, monkeypatch):
+    """Round 1 is where a user's bug shows, and with every client training the server knows no partition yet:
+    it asks the failing node which it holds before it says so (it once said ``client on Flower node <id>``)."""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    (tmp_path / "first_round_hooks.py").write_text(
+        "import ray\n"
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if ray.is_initialized() and partition_id == 1:  # not the reference run\n"
+        "        raise ValueError('client one broke')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run_experiment(_config(clients=3, rounds=2, hooks="first_round_hooks"), tmp_path)
+    flower = _summary(tmp_path / "flwr-test", "flower")
+    assert (flower["status"], flower["rounds_completed"]) == ("failed", 0), flower
+    assert re.fullmatch(r"round 1: client 1 failed: .*client one broke", flower["error"]), flower["error"]
 
 
 def test_a_client_that_sends_no_reply_at_all_fails_the_round_as_no_reply_in_time(tmp_path, monkeypatch):

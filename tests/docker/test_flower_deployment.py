@@ -679,6 +679,31 @@ def _flower_run_status(federation, run_id: int) -> str:
     return federation.flwr("ls", CONNECTION, "--run-id", str(run_id))["runs"][0]["status"]
 
 
+def test_a_client_that_raises_in_round_1_is_named_by_its_supernode(federation, tier_report):
+    """A user's bug shows in round 1, before the server knows which node holds which partition: it asks the
+    failing SuperNode, and the one line names its container, its partition and the cause."""
+    federation, config, root = federation
+    folder = root / "raising"
+    folder.mkdir()
+    (folder / "raising_hooks.py").write_text(
+        "def before_local_training(partition_id, server_round, x, y):\n"
+        "    if partition_id == 1:\n"
+        "        raise ValueError('client one broke')\n"
+    )
+    path = _cli_config(config, folder, "raising", hooks="raising_hooks")
+    start = time.monotonic()
+    result = _flower_cli(
+        federation, "run", str(path), "--results-dir", str(root / "results-raising"), timeout=RUN_TIMEOUT_S
+    )
+    tier_report(f"flower: a client raising in round 1 -> failure line in {time.monotonic() - start:.1f} s")
+    assert result.returncode == 1, result.stderr
+    expected = (
+        rf"run flower failed: Flower run \d+: round 1: client 1 \(SuperNode {federation.container_name(NODES[1])}, "
+        rf"Flower node {federation.node_ids()[NODES[1]]}\) failed: .*client one broke.*"
+    )
+    assert re.fullmatch(expected, _failure_line(result.stderr)), _failure_line(result.stderr)
+
+
 def test_ctrl_c_on_fltest_flower_run_stops_the_flower_run_and_keeps_its_rounds(federation, docker_client, tier_report):
     """Ctrl-C (SIGINT to the command's process group: compose too, before) at round 2 of 300: the operator container and
     the Flower run on the SuperLink stop within the bound, the rounds and an ``interrupted`` summary are on the host."""

@@ -29,6 +29,9 @@ from fltest.config.strategies import (
 from fltest.errors import RunFailed
 from fltest.fedavg import select_clients
 
+#: How long a server asks a node that failed round 1 which partition it holds, before it names it by its id.
+NAMING_QUERY_S = 15.0
+
 
 def wait_for_nodes(grid: Grid, expected: int, timeout: float) -> list[int]:
     """The ids of the grid's nodes, sorted, once ``expected`` of them are connected (within ``timeout`` s).
@@ -92,7 +95,7 @@ class SelectedPartitions:
     client error or a missing reply fails the run instead of shrinking the round.
     ``client_hosts`` collects the machines (Ray nodes) the clients trained on. Without a
     ``node_to_partition`` (no query before round 1), round 1 trains every node and its replies
-    say which node holds which partition.
+    say which node holds which partition; a node whose reply is an error is asked (:meth:`_failed_in_round_1`).
     """
 
     def __init__(
@@ -133,6 +136,7 @@ class SelectedPartitions:
         self.node_label = node_label
         self.node_hosts = dict(node_hosts or {})
         self._sent: dict[int, list[Message]] = {}  # a round's train messages; the grid sets their ids when it pushes
+        self._grid: Grid | None = None  # the grid of the rounds, once the first is configured
 
     def _know_partitions(self, node_to_partition: dict[int, int]) -> None:
         self.node_to_partition = dict(node_to_partition)
@@ -146,6 +150,7 @@ class SelectedPartitions:
         the partitions are not known yet: every node trains then)."""
         selected = select_clients(len(self.node_ids), self.fraction, self.seed, server_round)
         self.selected[server_round] = selected
+        self._grid = grid  # to ask a node that fails round 1 which partition it holds
         by_node = {m.metadata.dst_node_id: m for m in super().configure_train(server_round, arrays, config, grid)}  # type: ignore[misc]
         if self.node_to_partition:
             self._sent[server_round] = [by_node[self.partition_to_node[p]] for p in selected]
@@ -162,10 +167,25 @@ class SelectedPartitions:
         """A node as error lines name it: by its host where known, else by its Flower node id."""
         return self._host_name(node) or f"Flower node {node}"
 
-    def _client(self, partition: int) -> str:
-        """A client as error lines name it: its partition, and its node where its host is named."""
-        name = self._host_name(self.partition_to_node[partition])
+    def _client(self, partition: int, node: int | None = None) -> str:
+        """A client as error lines name it: its partition, and its node (``node``, else the partition's) where its
+        host is named."""
+        name = self._host_name(self.partition_to_node[partition] if node is None else node)
         return f"client {partition} ({name})" if name else f"client {partition}"
+
+    def _failed_in_round_1(self, node: int, reply: Message) -> str:
+        """A node whose round-1 reply is an error, named as :meth:`_client` names a client: it is asked which
+        partition it holds (and its host) for at most :data:`NAMING_QUERY_S`; by its node if it does not say
+        or is gone (the SuperLink's reply for a node without heartbeat)."""
+        if reply.error.code == ErrorCode.NODE_UNAVAILABLE:
+            return f"client on {self._node(node)}"
+        hosts: dict[int, str] = {}
+        try:
+            partition = query_partitions(self._grid, [node], NAMING_QUERY_S, hosts)[node]
+        except RunFailed:  # its ClientApp cannot answer either, or the node is gone
+            return f"client on {self._node(node)}"
+        self.node_hosts.update(hosts)
+        return self._client(partition, node)
 
     def _nodes_replying(self, server_round: int, replies: list[Message]) -> list[int]:
         """The node each reply answers for, through the train message it replies to.
@@ -183,7 +203,9 @@ class SelectedPartitions:
         """The partitions of every node from its first training reply; an error or a missing reply fails the run."""
         for node, reply in zip(nodes, replies):
             if reply.has_error():
-                raise RunFailed(f"round {server_round}: client on {self._node(node)} failed: {_reason(reply)}")
+                raise RunFailed(
+                    f"round {server_round}: {self._failed_in_round_1(node, reply)} failed: {_reason(reply)}"
+                )
         missing = sorted(set(self.node_ids) - set(nodes))
         if missing:
             raise RunFailed(f"round {server_round}: no reply in time from {', '.join(map(self._node, missing))}")
