@@ -183,7 +183,7 @@ def test_one_key_for_two_supernodes_is_refused(federation):
     assert ensure_key(root / "keys", NODES[0])[1] is False  # an existing key is never overwritten
 
 
-def test_unregistered_key_is_refused(federation, docker_client):
+def test_unregistered_key_is_refused(federation, docker_client, tier_report):
     federation, _, _ = federation
     federation.write_supernodes(
         {**{node: i for i, node in enumerate(NODES)}, ROGUE: 0}, len(NODES)
@@ -192,7 +192,16 @@ def test_unregistered_key_is_refused(federation, docker_client):
     rogue = _container(federation, docker_client, ROGUE, include_stopped=True)
     # Its next exit: a container not started yet ("created") would pass a plain wait at once, with code 0;
     # a refused SuperNode exits again on every restart (restart: unless-stopped), so one always comes.
-    assert rogue.wait(timeout=TIMEOUT_S, condition="next-exit")["StatusCode"] == REFUSED_EXIT
+    # One CI run (load about 8, three tiers at once) saw an exit 0 first, which a SuperNode gives only on a
+    # signal (Flower's graceful exit codes) and which is not explained: any such exit is reported, and the
+    # refusal must still come within the time.
+    deadline, other_exits = time.monotonic() + TIMEOUT_S, []
+    while (code := rogue.wait(timeout=max(deadline - time.monotonic(), 1), condition="next-exit")["StatusCode"]) != (
+        REFUSED_EXIT
+    ):
+        other_exits.append((code, rogue.logs(tail=5).decode()))
+        tier_report(f"flower: the unregistered SuperNode exited {code} before its refusal: {other_exits[-1][1]!r}")
+        assert time.monotonic() < deadline, other_exits  # no refusal in time
     rogue.stop(timeout=10)  # else it starts again and again, a Python start every few seconds, until the module ends
     logs = rogue.logs().decode()
     assert "Exit Code: 305" in logs and "Failed to activate SuperNode" in logs, logs[-2000:]
