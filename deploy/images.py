@@ -28,7 +28,7 @@ from fltest import __version__
 from fltest.errors import FLTestError, InputError
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_BASE_IMAGE = "fltest-base:bookworm"
+DEFAULT_BASE_IMAGE = KIT.base_image
 IMAGE = KIT.image
 DOCKERFILE = "images/fltest/Dockerfile"
 STAGES = ("requirements", "deps")  # the Dockerfile's stages before the final one, in build order

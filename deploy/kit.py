@@ -28,6 +28,8 @@ class Kit:
     """The kit's shared values, typed."""
 
     image: str
+    debian_release: str
+    image_python: str
     uid: int
     home: str
     work_dir: str
@@ -37,12 +39,19 @@ class Kit:
     fleet_port: int
     app_files_dir: str
 
+    @property
+    def base_image(self) -> str:
+        """The base image every kit image is built on: ``fltest-base:<Debian release>``."""
+        return f"fltest-base:{self.debian_release}"
+
     @classmethod
     def read(cls, path: Path = KIT_FILE) -> Kit:
         """The values of the kit file at ``path``."""
         values = env_file_values(path)
         return cls(
             image=values["FLTEST_IMAGE"],
+            debian_release=values["FLTEST_DEBIAN_RELEASE"],
+            image_python=values["FLTEST_IMAGE_PYTHON"],
             uid=int(values["FLTEST_UID"]),
             home=values["FLTEST_HOME"],
             work_dir=values["FLTEST_WORK_DIR"],

@@ -33,7 +33,9 @@ def run_command(
         setup(args)
     try:
         with stop_signals_raise():
-            return args.handler(args)
+            code = args.handler(args)
+        sys.stdout.flush()  # here, not at exit: a pipe whose reader went away fails this flush (below)
+        return code
     except FLTestError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code

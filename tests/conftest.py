@@ -101,3 +101,16 @@ def progress(pytestconfig: pytest.Config):
             terminal.flush()
 
     return report
+
+
+@pytest.fixture
+def compose_tool() -> list[str]:
+    """The compose tool's command (``docker compose`` or ``docker-compose``); a test that needs one skips without it
+    (a machine with no Docker, such as the pythons tier's Debian container), and fails in CI."""
+    from deploy.compose import compose_cli
+    from fltest.errors import InputError
+
+    try:
+        return compose_cli()
+    except InputError as exc:
+        pytest.skip(str(exc))

@@ -11,6 +11,8 @@
   the docker tier builds (``fltest-deploy build`` takes a lock: one builds, the others find it
   built), then spends most of its time waiting on its emulated nodes (apt, image loads over SSH,
   containers starting): beside the other two it no longer waits for the tiers without Docker first.
+  After it, on the same line, the pythons tier (``-m pythons``): README command 1 and the fast tier
+  on a Debian 13 container (Python 3.13), and constraints.txt resolved for Python 3.12 and 3.14.
 
 Every session reports its skips and failures (``-ra``) and its 30 slowest tests (where the next
 minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every session too; markers
@@ -27,10 +29,12 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
+# The fast tier: what needs neither Ray, NVFlare, PyTorch nor a Docker engine (the pythons tier runs it on Python 3.13).
+FAST_TIER = "not ray and not docker and not ansible and not nvflare and not torch and not pythons"
 IN_TURN = [["-m", "docker and not torch"], ["-m", "docker and torch"]]  # on this terminal, one after the other
 PREFIXED = {
-    "[beside] ": [["-m", "not docker and not ansible"]],
-    "[ansible] ": [["-m", "ansible"]],
+    "[beside] ": [["-m", "not docker and not ansible and not pythons"]],
+    "[ansible] ": [["-m", "ansible"], ["-m", "pythons"]],
 }  # each line beside IN_TURN
 REPORT = ["-ra", "--durations=30"]
 INTERRUPTED = 2  # pytest's exit code for a session stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED)

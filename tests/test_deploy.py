@@ -302,6 +302,24 @@ def test_both_emulations_get_the_kit_s_values_from_deploy_kit_env(tmp_path, monk
     assert KIT.image == f"fltest:{fltest.__version__}"  # the image's tag is the package's version
 
 
+def test_every_image_is_built_from_the_kit_s_debian_release_and_its_python(tmp_path):
+    """deploy/kit.env's release is the base image, the Dockerfiles' default base and the lab node's; its Python
+    is the one the wheelhouse downloads for and the one the base image really has."""
+    for dockerfile in ("images/fltest/Dockerfile", "images/node/Dockerfile"):
+        defaults = [line for line in (REPO / dockerfile).read_text().splitlines() if line.startswith("ARG BASE_IMAGE=")]
+        assert defaults == [f"ARG BASE_IMAGE={KIT.base_image}"], dockerfile
+    assert images.DEFAULT_BASE_IMAGE == KIT.base_image == f"fltest-base:{KIT.debian_release}"
+    # The wheelhouse asks pip for the kit's Python: a dry run into an empty folder prints pip's command line.
+    wheelhouse = subprocess.run(
+        ["bash", "-x", str(REPO / "images" / "fill-wheelhouse.sh"), str(tmp_path / "wheelhouse")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": "true"},  # pip is not run: `true` stands for the interpreter
+    )
+    abi = "cp" + KIT.image_python.replace(".", "")
+    assert f"--python-version {KIT.image_python} --abi {abi}" in wheelhouse.stderr, wheelhouse.stderr[-2000:]
+
+
 def test_a_bad_config_is_refused_on_the_host_before_any_container(tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("name: x\nclients: 0\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 from deploy.compose import COMPOSE_DIR
 from deploy.engine import docker_client
 from deploy.gpus import LOGICAL, NVIDIA
+from deploy.kit import KIT
 from deploy.ray_emulation.project import GPU_SETTINGS, HEAD_SERVICE
 from fltest.command_line import run_command
 from fltest.errors import InputError
@@ -196,7 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="wheelhouse",
         help="where pip takes the wheels: ./wheelhouse, offline (default), or PyPI",
     )
-    build.add_argument("--base-image", help="e.g. python:3.11-slim-bookworm (default: build fltest-base:bookworm)")
+    build.add_argument(
+        "--base-image",
+        help=f"e.g. python:{KIT.image_python}-slim-{KIT.debian_release} (default: build {KIT.base_image})",
+    )
     build.add_argument(
         "--extras",
         default="",

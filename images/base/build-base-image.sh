@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Build the FLTest base image (Debian bookworm + python3, nginx) locally, without a
-# container registry: debootstrap a minbase rootfs, then `docker import` it.
+# Build the FLTest base image (Debian + python3, nginx) locally, without a container registry:
+# debootstrap a minbase rootfs of the kit's Debian release (deploy/kit.env: FLTEST_DEBIAN_RELEASE),
+# then `docker import` it.
 #
 # Usage:  sudo ./build-base-image.sh [TAG]
-# Env:    BASE_TAG       image tag (default fltest-base:bookworm; the TAG argument wins)
-#         DEBIAN_MIRROR  Debian archive URI (default: read from the host's apt sources)
+# Env:    BASE_TAG       image tag (default fltest-base:<release>; the TAG argument wins)
+#         DEBIAN_MIRROR  Debian archive URI (default: the host's Debian mirror, read from its apt sources)
 #         FORCE=1        rebuild even if the tag already exists
 #         TMPDIR         where the temporary rootfs is built (needs ~300 MB)
 set -euo pipefail
 
-SUITE=bookworm
-TAG="${1:-${BASE_TAG:-fltest-base:bookworm}}"
+KIT_FILE="$(cd "$(dirname "$0")/../.." && pwd)/deploy/kit.env"
+SUITE="$(sed -n 's/^FLTEST_DEBIAN_RELEASE=//p' "$KIT_FILE")"
+[[ -n "$SUITE" ]] || { printf '[build-base-image] ERROR: no FLTEST_DEBIAN_RELEASE in %s\n' "$KIT_FILE" >&2; exit 1; }
+TAG="${1:-${BASE_TAG:-fltest-base:$SUITE}}"
 # nginx: the Flower SuperLink's Fleet proxy (deploy/node/fleet_proxy.conf), the only listener SuperNodes reach.
 PACKAGES="python3,python3-venv,ca-certificates,nginx"
 IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -18,7 +21,9 @@ IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 log() { printf '[build-base-image] %s\n' "$*" >&2; }
 die() { printf '[build-base-image] ERROR: %s\n' "$*" >&2; exit 1; }
 
-# Print the first URI of an enabled "deb" source for "$SUITE ... main".
+# Print the first URI of an enabled "deb" source of Debian's main archive: a suite without a "-"
+# (bookworm, trixie; not bookworm-security or -updates) and the component main. Any release's mirror
+# serves every release, so a bookworm host's mirror builds a trixie image.
 # Handles one-line *.list files and deb822 *.sources files.
 find_host_mirror() {
 	local f
@@ -26,14 +31,19 @@ find_host_mirror() {
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
 		[[ -r "$f" ]] || continue
 		# deb [opt=a opt2=b] URI SUITE COMPONENT...
-		sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v suite="$SUITE" '
-			$1 == "deb" && $3 == suite {
+		sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk '
+			$1 == "deb" && $3 !~ /-/ {
 				for (i = 4; i <= NF; i++) if ($i == "main") { print $2; exit }
 			}'
 	done
 	for f in /etc/apt/sources.list.d/*.sources; do
 		[[ -r "$f" ]] || continue
-		awk -v suite="$SUITE" '
+		awk '
+			function release(list,   n, a, i) {
+				n = split(list, a, /[ \t]+/)
+				for (i = 1; i <= n; i++) if (a[i] != "" && a[i] !~ /-/) return 1
+				return 0
+			}
 			function has(list, word,   n, a, i) {
 				n = split(list, a, /[ \t]+/)
 				for (i = 1; i <= n; i++) if (a[i] == word) return 1
@@ -41,7 +51,7 @@ find_host_mirror() {
 			}
 			function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
 			function flush(   n, u, i) {
-				if (has(f["types"], "deb") && has(f["suites"], suite) &&
+				if (has(f["types"], "deb") && release(f["suites"]) &&
 				    has(f["components"], "main") && tolower(f["enabled"]) != "no") {
 					n = split(f["uris"], u, /[ \t]+/)
 					for (i = 1; i <= n; i++) if (u[i] != "") { print u[i]; found = 1; break }
@@ -72,7 +82,7 @@ fi
 MIRROR="${DEBIAN_MIRROR:-}"
 if [[ -z "$MIRROR" ]]; then
 	MIRROR="$(find_host_mirror | head -n 1 || true)"
-	[[ -n "$MIRROR" ]] || die "no '$SUITE main' Debian mirror found in /etc/apt/sources.list{,.d/*.list,.d/*.sources}; set DEBIAN_MIRROR=http://<mirror>/debian"
+	[[ -n "$MIRROR" ]] || die "no Debian 'main' mirror found in /etc/apt/sources.list{,.d/*.list,.d/*.sources}; set DEBIAN_MIRROR=http://<mirror>/debian"
 	log "using Debian mirror from host apt config: $MIRROR"
 else
 	log "using Debian mirror from DEBIAN_MIRROR: $MIRROR"

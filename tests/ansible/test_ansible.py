@@ -33,7 +33,7 @@ BIN = Path(sys.executable).parent
 PLAYBOOKS = ["cluster.yml", "run.yml", "stop.yml", "teardown.yml", "status.yml", "flwr.yml"]
 APP = REPO / "tests" / "flower_app"  # the tests' own Flower App (2 rounds; final_model.npz; client-<partition id>.txt)
 TIER = "ansible tier"  # the prefix of this tier's progress lines (tests/conftest.py: progress)
-NODE_IMAGE = "fltest-node:bookworm"
+NODE_IMAGE = f"fltest-node:{KIT.debian_release}"  # built on the kit's base image: the nodes run its Debian release
 SOURCE_IMAGE = os.environ.get("FLTEST_IMAGE", KIT.image)
 TEST_IMAGE = "fltest:ansible-e2e"  # a tag of SOURCE_IMAGE's id, so a rebuild elsewhere cannot change it mid-test
 NETWORK = "fltest-ansible-e2e"
@@ -163,7 +163,13 @@ def build_node_image(report) -> None:
     with one_build_at_a_time(report):  # the docker tier counts untagged images meanwhile: a step in progress is one
         old = docker("image", "inspect", "--format", "{{.Id}}", NODE_IMAGE, check=False).stdout.strip()
         docker(
-            "build", "--force-rm", "-t", NODE_IMAGE, str(REPO / "images" / "node")
+            "build",
+            "--force-rm",
+            "--build-arg",
+            f"BASE_IMAGE={KIT.base_image}",
+            "-t",
+            NODE_IMAGE,
+            str(REPO / "images" / "node"),
         )  # cached layers: seconds when unchanged
         new = docker("image", "inspect", "--format", "{{.Id}}", NODE_IMAGE).stdout.strip()
         if old and old != new:
@@ -405,6 +411,23 @@ def owners(folder: Path) -> set[int]:
 def status_lines(output: str) -> dict[str, str]:
     """status.yml's per-node lines: host -> its line."""
     return dict(re.findall(r'^\s+"([\w.-]+): (.*)",?$', output, re.M))
+
+
+def test_a_node_of_an_unsupported_os_release_fails_cluster_yml_in_one_line_before_any_install(lab, stages):
+    # The nodes run the kit's Debian release; a support list without it makes them unsupported nodes, as a node of
+    # another release (an old Ubuntu, Debian 11) would be by the role's own list.
+    release = docker("exec", "fltest-ansible-e2e-head", "sh", "-c", ". /etc/os-release; echo $VERSION_CODENAME").stdout
+    version = docker("exec", "fltest-ansible-e2e-head", "cat", "/etc/debian_version").stdout.strip()
+    refused = stages.play(
+        lab, "cluster.yml", "-e", json.dumps({"fltest_docker_supported_os": {"Debian": ["11"], "Ubuntu": ["24.04"]}})
+    )
+    assert refused.returncode != 0
+    for name in NODES:
+        line = f"{name}: Debian {version} ({release.strip()}) is not supported; FLTest's roles support Debian 11; Ubuntu 24.04"
+        failures = [row for row in refused.stdout.splitlines() if row.startswith(f"fatal: [{name}]")]
+        assert len(failures) == 1 and f'"msg": "{line}"' in failures[0], refused.stdout[-3000:]
+        assert node_state(name) == (False, False), "a refused node was changed"
+    assert "fltest_docker : Look for the docker CLI" not in refused.stdout  # the check is the first task
 
 
 def test_end_to_end(lab, stages):

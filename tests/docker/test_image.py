@@ -13,6 +13,7 @@ import pytest
 
 from deploy.compose import COMPOSE_DIR, dotenv_value
 from deploy.images import build_fltest_image, build_tags, copy_build_context, dangling_image_ids, remove_build
+from deploy.kit import KIT
 from deploy.pki.supernode_keys import PRIVATE_NAME, ensure_key
 from tests.conftest import REPO
 from tests.docker.streams import find_in_stream, private_key_markers
@@ -32,9 +33,14 @@ def test_image_runs_as_non_root_with_the_fixed_paths(docker_client, fltest_image
     out = _run(
         docker_client,
         fltest_image,
-        ["python", "-c", "import os, sys, fltest; print(os.getuid(), sys.prefix, fltest.__file__)"],
+        [
+            "python",
+            "-c",
+            "import os, platform, sys, fltest; print(os.getuid(), sys.prefix, fltest.__file__, platform.python_version())",
+        ],
     )
-    uid, prefix, module = out.split()
+    uid, prefix, module, python = out.split()
+    assert python.rsplit(".", 1)[0] == KIT.image_python  # the kit's Debian release's Python (deploy/kit.env)
     assert uid != "0"
     assert prefix == "/opt/fltest/.venv"
     assert module == "/opt/fltest/app/fltest/__init__.py"

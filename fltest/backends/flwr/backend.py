@@ -12,6 +12,7 @@ from fltest.backends.flwr.client_app import ShardSource, make_client_app
 from fltest.backends.flwr.cluster import (
     LocalCacheShards,
     ObjectStoreShards,
+    check_same_python,
     cluster_node_gpus,
     join_cluster,
     put_shards,
@@ -47,10 +48,13 @@ class FlwrBackend(Backend):
         return "memory" if cluster_address() else "mmap"
 
     def check(self, config: ExperimentConfig, run: RunConfig) -> None:
-        """On a joined cluster, refuse a run that asks for more GPUs than the cluster's nodes offer (one line)."""
+        """On a joined cluster, refuse (one line) a driver whose Python is not the cluster's, and a run that asks
+        for more GPUs than the cluster's nodes offer."""
         address = cluster_address()
-        if address and config.total_gpus:
-            check_cluster_gpus(config, cluster_node_gpus(address), f"the Ray cluster at {address}")
+        if address:
+            check_same_python(address)
+            if config.total_gpus:
+                check_cluster_gpus(config, cluster_node_gpus(address), f"the Ray cluster at {address}")
 
     def cluster_shard_source(self, job: RunJob) -> ShardSource:
         """Put each client's shard into the object store once; clients fetch theirs by reference."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import socket
 import warnings
 
@@ -31,6 +33,39 @@ def _check_reachable(address: str) -> None:
             pass
     except OSError as exc:
         raise RunFailed(f"{ADDRESS_VARIABLE}={address}: no Ray head answers ({exc})") from None
+
+
+def _python_matches(cluster: str, driver: str, level: str) -> bool:
+    """Whether two Python versions (``3.13.5``) agree at ``level`` (``minor``: 3.13; ``patch``: 3.13.5)."""
+    parts = 2 if level == "minor" else 3
+    return cluster.split(".")[:parts] == driver.split(".")[:parts]
+
+
+def check_same_python(address: str) -> None:
+    """Refuse, in one line naming both versions, a driver whose Python is not the cluster's as far as Ray checks it.
+
+    Ray compares the two in ``ray.init`` (to the patch level by default, ``RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL``)
+    and refuses with a message of several lines after it started connecting. The cluster's versions are in
+    its GCS (the metadata Ray compares), read here first; a head that does not answer, or whose metadata
+    cannot be read, is left to the run's own errors.
+    """
+    from ray._common.usage.usage_lib import get_cluster_metadata
+    from ray._raylet import GcsClient
+
+    try:
+        _check_reachable(address)
+        metadata = get_cluster_metadata(GcsClient(address=address))
+        cluster_python = metadata["python_version"]
+    except Exception:  # no metadata (a cluster still starting), an old GCS, a refused token: ray.init says
+        return
+    driver_python = platform.python_version()
+    level = os.environ.get("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "patch")
+    if not _python_matches(cluster_python, driver_python, level):
+        raise InputError(
+            f"{ADDRESS_VARIABLE}={address}: the Ray cluster runs Python {cluster_python}, this driver Python "
+            f"{driver_python}: Ray needs the same Python (to the {level} level) on the driver; run fltest with "
+            f"Python {cluster_python} or in the head (fltest-deploy run)"
+        )
 
 
 def join_cluster(address: str) -> None:
