@@ -17,7 +17,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from deploy.kit import KIT
 
@@ -63,8 +63,25 @@ def _san(names: tuple[str, ...]) -> x509.SubjectAlternativeName:
     return x509.SubjectAlternativeName(entries)
 
 
+def _key_usage(ca: bool) -> x509.KeyUsage:
+    """A CA signs certificates; the SuperLink's key signs its TLS handshakes (ECDSA), nothing else."""
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _certificate(subject: str, public_key, issuer: str, signing_key, *, ca: bool, names: tuple[str, ...] = ()):
-    """A certificate valid from now for :data:`VALID_DAYS` days."""
+    """A certificate valid from now for :data:`VALID_DAYS` days, with every extension strict X.509 verification
+    requires (Python 3.13's default, ``ssl.VERIFY_X509_STRICT``): a critical basic constraint and key usage,
+    both key identifiers."""
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
@@ -75,10 +92,31 @@ def _certificate(subject: str, public_key, issuer: str, signing_key, *, ca: bool
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(_key_usage(ca), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signing_key.public_key()), critical=False)
     )
+    if not ca:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     if names:
         builder = builder.add_extension(_san(names), critical=False)
     return builder.sign(signing_key, hashes.SHA384())
+
+
+def _verifies_strictly(files: TlsFiles) -> bool:
+    """Whether the CA and the SuperLink's certificate carry what strict verification requires (a set made before
+    FLTest added them lacks the key identifiers and the CA's key usage: Python 3.13's clients refuse it)."""
+    ca = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    link = x509.load_pem_x509_certificate(files.cert.read_bytes())
+    required = {
+        ca: (x509.KeyUsage, x509.SubjectKeyIdentifier),
+        link: (x509.KeyUsage, x509.AuthorityKeyIdentifier),
+    }
+    return all(
+        any(isinstance(extension.value, kind) for extension in certificate.extensions)
+        for certificate, kinds in required.items()
+        for kind in kinds
+    )
 
 
 def ensure_tls(
@@ -86,11 +124,12 @@ def ensure_tls(
 ) -> tuple[TlsFiles, bool]:
     """Create the CA and the SuperLink certificate for ``names`` unless present; returns (files, created).
 
-    Existing files are kept as they are (a certificate's names are not checked again).
+    Existing files are kept as they are (a certificate's names are not checked again), unless they lack
+    what strict verification requires (a set made before FLTest added it): that set is made again.
     """
     ca_dir, link_dir = folder / "ca", folder / "superlink"
     files = TlsFiles(ca_cert=link_dir / "ca.crt", cert=link_dir / "superlink.crt", key=link_dir / "superlink.key")
-    if files.ca_cert.is_file() and files.cert.is_file() and files.key.is_file():
+    if files.ca_cert.is_file() and files.cert.is_file() and files.key.is_file() and _verifies_strictly(files):
         return files, False
     for directory in (folder, ca_dir, link_dir):
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
