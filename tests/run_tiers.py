@@ -6,13 +6,13 @@
   build and the CNN example on its cluster), on this terminal as usual. The two sessions that build
   and start containers the most follow each other on one line instead of running beside each other;
 - the tiers without Docker (fast, ray, nvflare, torch), their lines printed with ``[beside] `` in
-  front. They need no image;
+  front. They need no image. After them, on the same line, the pythons tier (``-m pythons``): README
+  command 1 and the fast tier on a Debian 13 container (Python 3.13), constraints.txt resolved for
+  Python 3.12 and 3.14 (the line that ends first: the lines end within minutes of each other);
 - the Ansible tier (``-m ansible``), its lines with ``[ansible] `` in front. It waits for the image
   the docker tier builds (``fltest-deploy build`` takes a lock: one builds, the others find it
   built), then spends most of its time waiting on its emulated nodes (apt, image loads over SSH,
   containers starting): beside the other two it no longer waits for the tiers without Docker first.
-  After it, on the same line, the pythons tier (``-m pythons``): README command 1 and the fast tier
-  on a Debian 13 container (Python 3.13), and constraints.txt resolved for Python 3.12 and 3.14.
 
 Every session reports its skips and failures (``-ra``) and its 30 slowest tests (where the next
 minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every session too; markers
@@ -33,8 +33,8 @@ from typing import TextIO
 FAST_TIER = "not ray and not docker and not ansible and not nvflare and not torch and not pythons"
 IN_TURN = [["-m", "docker and not torch"], ["-m", "docker and torch"]]  # on this terminal, one after the other
 PREFIXED = {
-    "[beside] ": [["-m", "not docker and not ansible and not pythons"]],
-    "[ansible] ": [["-m", "ansible"], ["-m", "pythons"]],
+    "[beside] ": [["-m", "not docker and not ansible and not pythons"], ["-m", "pythons"]],
+    "[ansible] ": [["-m", "ansible"]],
 }  # each line beside IN_TURN
 REPORT = ["-ra", "--durations=30"]
 INTERRUPTED = 2  # pytest's exit code for a session stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED)

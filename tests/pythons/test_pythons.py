@@ -80,7 +80,7 @@ def test_readme_command_1_and_the_fast_tier_on_debian_13(docker_client, progress
             "start=$(date +%s)",
             command_1,
             'echo "README command 1: $(( $(date +%s) - start )) s"',
-            f".venv/bin/python -m pytest -p no:cacheprovider -q -ra -m '{FAST_TIER}'",
+            f".venv/bin/python -m pytest -p no:cacheprovider -q -ra --durations=10 -m '{FAST_TIER}'",
         ]
     )
     name = f"fltest-debian-{secrets.token_hex(3)}"
@@ -115,6 +115,8 @@ def test_readme_command_1_and_the_fast_tier_on_debian_13(docker_client, progress
     fast = re.search(r"^(\d+) passed.* in ([\d.]+)s", done.stdout.splitlines()[-1])
     assert install and fast, done.stdout[-3000:]
     report(f"README command 1 {install[1]} s; fast tier: {fast[1]} passed in {float(fast[2]):.0f} s")
+    slowest = re.findall(r"^([\d.]+)s call\s+(\S+)$", done.stdout, re.M)[:3]
+    report("its slowest tests: " + ", ".join(f"{test} {float(seconds):.0f} s" for seconds, test in slowest))
 
 
 @pytest.mark.parametrize("python", RESOLVED_PYTHONS)
