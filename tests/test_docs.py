@@ -83,3 +83,16 @@ def test_every_ansible_name_the_pages_give_exists():
         for name in re.findall(r"\bfltest_[a-z0-9_]+", page.read_text())
     }
     assert sorted((page, name) for page, name in named if name not in in_ansible) == []
+
+
+def test_the_cli_reference_holds_nothing_of_the_building_machine_and_shows_placeholders_as_text():
+    markdown = pytest.importorskip("markdown", reason="the docs extra is not installed (pip install -e '.[docs]')")
+
+    page = docs_hook("cli_reference").render()
+    repository = str(Path(__file__).resolve().parents[1])
+    assert repository not in page  # --compose-dir's default is the repository's compose/, said as such
+    assert "| `compose` |" in page
+    rendered = markdown.markdown(page, extensions=["tables"])
+    assert "&lt;out&gt;/&lt;service&gt;/" in rendered  # fltest-flower files' help, not an HTML tag
+    fltest_flower = page.split("## `fltest-flower`", 1)[1].split("\n\n", 2)[1]
+    assert fltest_flower.startswith("The Flower deployment emulation")

@@ -344,6 +344,20 @@ def test_flwr_s_output_is_copied_as_it_comes_and_the_run_it_started_noted():
     assert run_ids == [15852178126510546755]  # flwr run --format json
 
 
+@pytest.mark.parametrize("flwr_args", [["--help"], ["run", "--help"]])
+def test_fltest_flower_flwr_help_is_flwr_s_own_without_a_federation(tmp_path, flwr_args):
+    """As the CLI reference says, ``--help`` goes to flwr: its help needs no federation, no CA, no container."""
+    env = {**os.environ, "FLOWER_TLS_DIR": str(tmp_path / "tls"), "COLUMNS": "100"}
+    fltest_flower = str(Path(sys.executable).with_name("fltest-flower"))
+    ours = subprocess.run([fltest_flower, "flwr", *flwr_args], cwd=tmp_path, env=env, capture_output=True, text=True)
+    flwr = subprocess.run(
+        [str(Path(sys.executable).with_name("flwr")), *flwr_args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert (ours.returncode, ours.stdout, ours.stderr) == (0, flwr.stdout, flwr.stderr)
+    assert "Usage: flwr " in ours.stdout
+    assert not (tmp_path / "tls").exists()
+
+
 def test_fltest_flower_flwr_without_the_federation_s_ca_is_one_line_before_any_container(tmp_path):
     env = {**os.environ, "FLOWER_TLS_DIR": str(tmp_path / "tls")}
     result = subprocess.run(

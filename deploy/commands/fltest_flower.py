@@ -1,4 +1,4 @@
-"""``python -m deploy.commands.fltest_flower``: the Flower deployment emulation (keys, TLS, partitions, SuperLink, SuperNodes).
+"""The Flower deployment emulation: keys, TLS, partitions, SuperLink, SuperNodes (also ``python -m deploy.commands.fltest_flower``).
 
 The SuperLink's Control API is reachable only inside its own network namespace: ``list``,
 ``register`` and ``unregister`` run ``flwr`` in the SuperLink's container, ``run`` runs
@@ -9,6 +9,7 @@ The SuperLink's Control API is reachable only inside its own network namespace: 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -113,9 +114,15 @@ def _run(args: argparse.Namespace) -> int:
     return run_in_namespace(_federation(args), Path(args.config), Path(args.results_dir) if args.results_dir else None)
 
 
+HELP_FLAG = "--help"  # flwr's (typer's) only help option
+
+
 def _flwr(args: argparse.Namespace) -> int:
     from deploy.flower_emulation.flwr_in_namespace import flwr_in_namespace
 
+    if not args.flwr_args or HELP_FLAG in args.flwr_args:
+        # flwr's help needs no federation: the same flwr (the pinned version) answers on the host.
+        return subprocess.run([str(Path(sys.executable).with_name("flwr")), *args.flwr_args]).returncode
     return flwr_in_namespace(_federation(args), args.flwr_args)
 
 

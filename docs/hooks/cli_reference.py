@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from pathlib import Path
 
-from markdown_table import code, table
+from markdown_table import cell, code, table
 
 #: The commands documented, in order: the console script and the module whose build_parser() makes its parser.
 COMMANDS = {
@@ -18,6 +19,7 @@ COMMANDS = {
     "fltest-flower": "deploy.commands.fltest_flower",
 }
 USAGE_WIDTH = 100
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _usage(parser: argparse.ArgumentParser) -> str:
@@ -37,9 +39,13 @@ def _name(action: argparse.Action) -> str:
 
 
 def _default(action: argparse.Action) -> str:
-    """An argument's default, or ``""`` where it has none worth printing."""
+    """An argument's default, or ``""`` where it has none worth printing; a path in the repository relative to it
+    (nothing of the machine that builds the site)."""
     if action.default in (None, False, argparse.SUPPRESS) or action.nargs == 0 or "default" in (action.help or ""):
         return ""
+    default = Path(action.default) if isinstance(action.default, str | Path) else None
+    if default is not None and default.is_absolute() and default.is_relative_to(REPO):
+        return code(str(default.relative_to(REPO)))
     return code(str(action.default))
 
 
@@ -75,11 +81,11 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
 
 def render_command(prog: str, parser: argparse.ArgumentParser) -> str:
     """One command's reference: its description, usage and options, then one section a subcommand."""
-    description = " ".join((parser.description or "").split("\n\n")[0].split())
+    description = cell((parser.description or "").split("\n\n")[0])
     parts = [f"## `{prog}` {{#{prog}}}\n\n{description}\n\n```\n{_usage(parser)}\n```\n", _arguments(parser)]
     for name, text, sub in _subcommands(parser):
         heading = f"### `{prog} {name}` {{#{prog}-{name}}}"
-        parts.append(f"{heading}\n\n{_sentence(text)}\n\n```\n{_usage(sub)}\n```\n")
+        parts.append(f"{heading}\n\n{cell(_sentence(text))}\n\n```\n{_usage(sub)}\n```\n")
         parts.append(_arguments(sub))
     return "\n".join(part for part in parts if part)
 
