@@ -96,3 +96,19 @@ def test_the_cli_reference_holds_nothing_of_the_building_machine_and_shows_place
     assert "&lt;out&gt;/&lt;service&gt;/" in rendered  # fltest-flower files' help, not an HTML tag
     fltest_flower = page.split("## `fltest-flower`", 1)[1].split("\n\n", 2)[1]
     assert fltest_flower.startswith("The Flower deployment emulation")
+
+
+def test_no_table_swallows_the_paragraph_after_it():
+    """Markdown continues a table into the next line unless a blank line ends it: a paragraph after a table
+    without one renders as more rows."""
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    row = re.compile(r"^\|[\s:-]")
+    swallowed = []
+    for page in sorted(docs.rglob("*.md")):
+        lines = page.read_text().splitlines()
+        swallowed += [
+            f"{page.relative_to(docs)}:{number + 2}"
+            for number, (line, following) in enumerate(zip(lines, lines[1:]))
+            if row.match(line) and following.strip() and not following.startswith("|")
+        ]
+    assert swallowed == []
