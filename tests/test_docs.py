@@ -112,3 +112,23 @@ def test_no_table_swallows_the_paragraph_after_it():
             if row.match(line) and following.strip() and not following.startswith("|")
         ]
     assert swallowed == []
+
+
+def test_every_ansible_role_variable_has_a_sentence_of_its_own():
+    """The role reference prints each variable's comment (docs/hooks/settings_reference.py): a variable right
+    below another, with no comment of its own, would be described only by a pointer to the one above."""
+    settings = docs_hook("settings_reference")
+    shared = [
+        group.names
+        for defaults in sorted(settings.ROLES_DIR.glob("*/defaults/main.yml"))
+        for group in settings.commented_settings(defaults.read_text(), settings.YAML_SETTING).groups
+        if len(group.names) > 1 or not group.comment
+    ]
+    assert shared == []
+
+
+def test_each_role_s_intro_says_it_once():
+    """A role's intro in the reference is its defaults' header or its meta description, never both (they overlap)."""
+    intros = [block.split("\n\n")[1] for block in docs_hook("settings_reference").render_roles().split("\n## ")]
+    repeated = [intro for intro in intros if intro.lower().count(" ".join(intro.lower().split()[:2])) > 1]
+    assert len(intros) >= 15 and repeated == []

@@ -98,7 +98,8 @@ def render_roles(roles_dir: Path = ROLES_DIR) -> str:
         settings = commented_settings(text, YAML_SETTING)
         values = {name: _yaml_value(value) for name, value in (yaml.safe_load(text) or {}).items()}
         description = _role_description(role)
-        intro = " ".join(filter(None, [description.rstrip(".") + "." if description else "", settings.header]))
+        # The defaults' header says what the role's meta description says, and more: one of them, not both.
+        intro = settings.header or (description.rstrip(".") + "." if description else "")
         parts.append(f"## `{role.name}` {{#{role.name}}}\n\n{intro}\n\n{_groups_table(settings, values)}")
     return "\n".join(parts)
 
