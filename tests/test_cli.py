@@ -161,7 +161,7 @@ def test_nvflare_not_installed_is_exit_2_before_any_output(write_config, tmp_pat
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        "fltest: error: framework 'nvflare' needs NVFlare, which is not installed: pip install 'fltest[nvflare]'"
+        "fltest: error: framework 'nvflare' needs NVFlare, which is not installed: pip install -c constraints.txt -e '.[nvflare]' in FLTest's folder"
     )
     assert not (tmp_path / "results").exists()
 

@@ -8,7 +8,7 @@ from fltest.backends.base import Backend, RunJob
 from fltest.config.runs import RunConfig, run_kind
 from fltest.errors import BackendUnavailable
 
-NVFLARE_INSTALL = "pip install 'fltest[nvflare]'"
+NVFLARE_INSTALL = "pip install -c constraints.txt -e '.[nvflare]' in FLTest's folder"  # FLTest is not on PyPI
 
 
 def _reference() -> Backend:

@@ -276,9 +276,12 @@ def user_inventory(lab: Path, key: Path) -> None:
         "supernodes": {"hosts": {}},
     }
     (lab / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    with (lab / "group_vars" / "all.yml").open("a") as settings:  # this lab's login and the image under test
-        settings.write(
-            f"ansible_ssh_private_key_file: {key}\n"
+    settings = lab / "group_vars" / "all.yml"
+    sample_key_line = "# ansible_ssh_private_key_file: ~/.ssh/fltest_lab\n"  # first-lab.md: the user sets this line
+    assert sample_key_line in settings.read_text()
+    settings.write_text(settings.read_text().replace(sample_key_line, f"ansible_ssh_private_key_file: {key}\n"))
+    with settings.open("a") as more:  # this lab's known hosts and the image under test
+        more.write(
             f"ansible_ssh_common_args: -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={lab / 'known_hosts'}\n"
             f"fltest_image: {TEST_IMAGE}\n"
         )
@@ -574,6 +577,9 @@ def test_end_to_end(lab, stages):
         stage="run.yml (reference and Flower on Ray)",
     )
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
+    # The results folder named is the controller's; the head's staged copy is gone by the time the play ends.
+    said = re.findall(r'"msg": "results: (.*)"', run.stdout) + re.findall(r'^\s+"results: (.*)",?$', run.stdout, re.M)
+    assert said == [f"{results}/ansible-e2e (on the controller)"], run.stdout[-4000:]
     summary = results / "ansible-e2e"
     assert summary.is_dir() and any(summary.rglob("*.json")), sorted(p.name for p in results.rglob("*"))
     assert owners(results) == {os.getuid()}, (
@@ -586,6 +592,21 @@ def test_end_to_end(lab, stages):
     assert '"module_args"' in second.stdout  # -vvv did print task arguments, so the check below can catch a leak
     for output in (first.stdout, second.stdout, run.stdout):
         assert secret not in output and new_secret not in output
+
+    # A Ray config whose hooks module is not beside it is refused on the controller, naming the user's file, before
+    # anything reaches a node.
+    unshipped = lab / "unshipped"
+    unshipped.mkdir()
+    lone = yaml.safe_load(config.read_text())
+    lone.update(name="ansible-unshipped", hooks="missing_hooks")
+    (unshipped / "experiment.yaml").write_text(yaml.safe_dump(lone))
+    refused = stages.play(lab, "run.yml", *run_vars(unshipped / "experiment.yaml", results), stage="run.yml (no hooks)")
+    assert refused.returncode == 2, refused.stdout[-4000:]
+    assert f"{unshipped / 'experiment.yaml'}: hooks: no module 'missing_hooks'" in refused.stdout, refused.stdout[
+        -4000:
+    ]
+    assert "Stage the config folder" not in refused.stdout
+    assert not (results / "ansible-unshipped").exists()
 
     # A failed fltest run: the play fails, ansible-playbook exits 2, fltest's exit code is in the message.
     failing = failing_experiment(lab / "failing")
@@ -889,6 +910,10 @@ def flower_app_through_flwr_yml(lab: Path, stages: Stages) -> str:
         -6000:
     ]
     assert flower_run_status(run_id) == "finished:completed"
+    listed = stages.play(
+        lab, "flwr.yml", "-e", "fltest_flwr_args='ls fltest'", stage="flwr.yml: flwr ls, as flwr.yml's header says"
+    )
+    assert listed.returncode == 0 and re.search(rf"{run_id}.*finished:completed", listed.stdout), listed.stdout[-4000:]
     files = lab / "app-files"
     fetched = stages.play(
         lab, "flwr.yml", "-e", f"fltest_flwr_files={files}", stage="flwr.yml: the App files to the controller"
@@ -1108,6 +1133,15 @@ def test_flower_experiment_on_supernodes(lab, stages):
         worker: {"changed"},
     }, (outcomes, repaired.stdout[-6000:])
     assert "SuperNodes online: e2e-head node " in repaired.stdout, repaired.stdout[-6000:]
+    # The stopped SuperNode is replaced, not reported as a running container stopped for new settings.
+    stopped = task_outcomes(
+        repaired.stdout, "fltest_container : Stop the running container whose settings changed, gracefully"
+    )
+    replaced = task_outcomes(
+        repaired.stdout,
+        "fltest_container : Remove the container to replace (its settings changed, or it is not running)",
+    )
+    assert stopped.get(worker) == {"skipping"} and "changed" in replaced.get(worker, set()), repaired.stdout[-6000:]
     new_ids = {name: (controller / "flower" / "supernodes" / f"{name}.node-id").read_text().strip() for name in NODES}
     assert online_ids() >= set(new_ids.values()), online_supernodes()
     settled = stages.play(lab, "cluster.yml", stage="cluster.yml (after the repair)")
