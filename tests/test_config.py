@@ -66,6 +66,9 @@ BAD = [
         "partition.shards_per_client: 2000 shards need at least as many training samples, there are 1438",
     ),
     ("bad run name", "runs", [{"name": "a/b", "framework": "reference"}], "runs.0.name"),
+    ("a revision outside the hub", "dataset.revision", "main", "name/revision: only for source 'hub'"),
+    ("a hub name outside the hub", "dataset.name", "ylecun/mnist", "name/revision: only for source 'hub'"),
+    ("a path outside disk", "dataset.path", "data", "path: only for source 'disk'"),
 ]
 
 

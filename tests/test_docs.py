@@ -132,3 +132,33 @@ def test_each_role_s_intro_says_it_once():
     intros = [block.split("\n\n")[1] for block in docs_hook("settings_reference").render_roles().split("\n## ")]
     repeated = [intro for intro in intros if intro.lower().count(" ".join(intro.lower().split()[:2])) > 1]
     assert len(intros) >= 15 and repeated == []
+
+
+def test_the_port_table_is_the_kit_s_ports():
+    """docs/reference/ports.md's table between lab nodes: Ray's ports are ray_start's PORTS and WORKER_PORTS, the
+    relay's and the Fleet proxy's the role default and the kit value that set them; no port is missing or extra."""
+    from deploy.kit import KIT
+    from deploy.node.ray_start import PORTS, WORKER_PORTS
+
+    repository = Path(__file__).resolve().parents[1]
+    page = (repository / "docs" / "reference" / "ports.md").read_text()
+    table = page.split("## Between lab nodes", 1)[1].split("\n## ", 1)[0]
+    cells = [row.split("|")[1] for row in table.splitlines() if re.match(r"\| \d", row)]
+    documented = {tuple(int(n) for n in port.split("/")[0].split("-")) for cell in cells for port in cell.split(",")}
+    relay = yaml.safe_load((repository / "ansible" / "roles" / "fltest_images" / "defaults" / "main.yml").read_text())
+    expected = {(port,) for port in PORTS.values()} | {WORKER_PORTS}
+    expected |= {(relay["fltest_images_relay_port"],), (KIT.fleet_port,)}
+    assert documented == expected
+
+
+def test_git_ignores_every_inventory_but_the_sample():
+    """first-lab.md: a lab's inventory (its addresses) stays out of commits; the sample is tracked."""
+    repository = Path(__file__).resolve().parents[1]
+    if not (repository / ".git").exists():
+        pytest.skip("not a git checkout (the pythons tier's copy of the files)")
+    paths = ["ansible/inventory/mylab/hosts.yml", "ansible/inventory/lab2/group_vars/all.yml"]
+    sample = "ansible/inventory/sample/hosts.yml"
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *paths, sample], cwd=repository, capture_output=True, text=True
+    ).stdout.split()
+    assert ignored == paths

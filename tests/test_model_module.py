@@ -238,3 +238,22 @@ def test_a_model_module_that_is_not_python_source_is_refused_for_a_deployment_ru
         f"fltest: error: exp.yaml: model.module: module {top!r} {found} is not a Python source file or package, "
         "the only code a Flower App carries"
     ]
+
+
+MISSHAPEN_TRAINS = {  # own-model.md: train must return one array a parameter, each of the shape it was given
+    "a transposed weight": ("return LocalResult([weights, bias],", "return LocalResult([weights.T, bias],", "[(10, 8, 8), (10,)]"),
+    "a parameter missing": ("return LocalResult([weights, bias],", "return LocalResult([weights],", "[(8, 8, 10)]"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MISSHAPEN_TRAINS))
+def test_a_train_returning_other_shapes_fails_the_run_naming_them(tmp_path, case):
+    old, new, returned = MISSHAPEN_TRAINS[case]
+    result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], MODEL.replace(old, new))))
+    assert result.returncode == 1, result.stderr
+    expected = (
+        f"model.module: my_model.train returned {returned} on client 0 in round 1, "
+        "for parameters shaped [(8, 8, 10), (10,)]"
+    )
+    summary = json.loads((tmp_path / "results" / "user-folder" / "reference" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] == expected, summary["error"]

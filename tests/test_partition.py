@@ -160,3 +160,18 @@ def test_an_unknown_method_or_parameter_is_one_line_naming_the_field(write_confi
         with pytest.raises(InputError) as error:
             load_config(path)
         assert str(error.value) == f"{path}: {expected}"
+
+
+@pytest.mark.parametrize("method", sorted(CASES))
+def test_min_samples_per_client_is_a_floor_for_every_method(method):
+    """own-data.md: ``min_samples_per_client`` holds for every method: a partition that leaves a client below it is
+    refused naming the field (Dirichlet redraws first, as flwr-datasets does), never returned."""
+    config, _ = CASES[method]
+    smallest = min(len(part) for part in partition(_table(), CLIENTS, _config(config), "label", SEED))
+    floor = {**config, "min_samples_per_client": smallest + 1}
+    try:
+        parts = partition(_table(), CLIENTS, _config(floor), "label", SEED)
+    except InputError as refused:
+        assert "min_samples_per_client" in str(refused) or "fewer than" in str(refused)
+    else:
+        assert min(len(part) for part in parts) >= smallest + 1

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from fltest.config.schema import ExperimentConfig
-from fltest.fedavg import ClientUpdate, aggregate, select_clients
+from fltest.fedavg import ClientUpdate, aggregate, client_update, select_clients
+from fltest.hooks import Hooks
 from fltest.params import load_params
 from fltest.runner import run_experiment
 from tests.conftest import REPO, base_config
@@ -124,3 +125,22 @@ def test_a_hook_that_replaces_the_data_is_what_clients_train_on(tmp_path, monkey
     ]
     assert [r["train"]["steps"] for r in records[1:]] == [3.0, 3.0]
     assert records[-1]["test"]["predicted_7"] == 1.0  # trained on sevens only, it sees sevens everywhere
+
+
+def test_after_local_training_gets_the_old_model_then_the_new_one():
+    """own-model.md: ``after_local_training(partition_id, server_round, old_params, new_params)``, in that order (a
+    hook whose result is symmetric in the two, as the example's update norm, would not tell)."""
+    config = ExperimentConfig.model_validate({**base_config(), "hooks": None})
+    seen = {}
+
+    def after_local_training(partition_id, server_round, old_params, new_params):
+        seen.update(old=old_params, new=new_params)
+        return {}
+
+    start = [np.zeros((64, 10)), np.zeros(10)]
+    rng = np.random.default_rng(0)
+    features, labels = rng.random((20, 64)), np.arange(20) % 10
+    update = client_update(config, Hooks(after_local_training=after_local_training), 0, 1, start, features, labels)
+    assert seen["old"] is start
+    assert all(np.array_equal(a, b) for a, b in zip(seen["new"], update.params))
+    assert not all(np.array_equal(a, b) for a, b in zip(seen["new"], start))  # it trained: the two differ

@@ -129,3 +129,17 @@ def test_a_run_has_one_color_line_style_and_marker_in_every_panel(tmp_path):
     assert looks(divergence_axis) == {"again": looks(accuracy_axis)["again"]}  # the run compared with the reference
     assert looks(accuracy_axis)["again"] != looks(accuracy_axis)["reference"]
     plt.close(figure)
+
+
+def test_the_time_against_the_reference_is_the_run_s_wall_time_over_the_reference_s(tmp_path):
+    """The table's `x ref time` (comparison.json's wall_ratio_vs_reference): how many times the reference's wall time a
+    run took, from the runs' own summaries."""
+    experiment = _two_reference_runs(tmp_path)
+    comparison = json.loads((experiment / "comparison.json").read_text())
+    again = next(row for row in comparison["runs"] if row["run"] == "again")
+    wall = {
+        run: json.loads((experiment / run / "summary.json").read_text())["wall_s"] for run in ("reference", "again")
+    }
+    assert again["wall_ratio_vs_reference"] == wall["again"] / wall["reference"]
+    row = next(line for line in format_table(comparison).splitlines() if line.startswith("again "))
+    assert f"{wall['again'] / wall['reference']:.4f}" in row.split()

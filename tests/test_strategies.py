@@ -32,15 +32,15 @@ ROUND_1 = (2.0, 4.0)  # the two clients' models after local training in round 1
 ROUND_2_CHANGE = (0.5, -1.0)  # and their change from the round-2 global model
 
 
-def _two_rounds(strategy: dict) -> tuple[float, float]:
-    """The global model after rounds 1 and 2 of the toy case under ``strategy``."""
+def _two_rounds(strategy: dict, round_2_change: tuple[float, float] = ROUND_2_CHANGE) -> tuple[float, float]:
+    """The global model after rounds 1 and 2 of the toy case under ``strategy`` (round 2's changes may be given)."""
     server = server_update(TrainingConfig(rounds=2, local_epochs=1, strategy=strategy).strategy, num_clients=2)
 
     def updates(models):
         return [ClientUpdate(0, [np.array([models[0]])], 1), ClientUpdate(1, [np.array([models[1]])], 3)]
 
     first = float(server.apply([np.array([X0])], updates(ROUND_1))[0][0])
-    second = float(server.apply([np.array([first])], updates([first + change for change in ROUND_2_CHANGE]))[0][0])
+    second = float(server.apply([np.array([first])], updates([first + change for change in round_2_change]))[0][0])
     return first, second
 
 
@@ -59,7 +59,6 @@ def test_fedavgm_follows_hsu_et_al_with_a_server_learning_rate():
     delta_2 = -(1 * 0.5 + 3 * -1.0) / 4  # 0.625
     v_2 = beta * v_1 + delta_2  # -2.25 + 0.625 = -1.625
     x_2 = x_1 - eta * v_2  # 2.25 + 0.8125 = 3.0625
-    assert (x_1, x_2) == (2.25, 3.0625)
     assert _two_rounds({"name": "fedavgm", "server_learning_rate": eta, "server_momentum": beta}) == pytest.approx(
         (x_1, x_2), abs=1e-15
     )
@@ -96,7 +95,21 @@ def test_the_adaptive_strategies_follow_reddi_et_al_algorithm_2(name, v_1, v_2):
         parameters["beta_2"] = BETA_2
     expected = _adaptive_steps(v_1, v_2)
     assert _two_rounds({"name": name, **parameters}) == pytest.approx(expected, rel=1e-14)
-    assert expected[0] == pytest.approx(1 + 0.02 / (math.sqrt(v_1) + 0.1))  # the same step written out once more
+
+
+def test_fedyogi_shrinks_v_where_it_exceeds_the_squared_change():
+    """FedYogi's sign(v - Δ²) (Reddi et al., Algorithm 2) on its other branch: round 2's mean change is small, so
+    v_1 = 0.05 > Δ_2² = 0.01 and v shrinks by (1 - β2) Δ² = 0.0001 (the branch the case above never takes)."""
+    delta_2 = (0.1 + -0.3) / 2  # -0.1
+    m_2 = BETA_1 * M_1 + (1 - BETA_1) * delta_2  # 0.18 - 0.01 = 0.17
+    v_1 = 0.05  # as above
+    v_2 = v_1 - (1 - BETA_2) * delta_2**2  # sign(0.05 - 0.01) = +1: 0.0499
+    x_1 = X0 + ETA * M_1 / (math.sqrt(v_1) + TAU)
+    expected = (x_1, x_1 + ETA * m_2 / (math.sqrt(v_2) + TAU))
+    parameters = {"server_learning_rate": ETA, "beta_1": BETA_1, "beta_2": BETA_2, "tau": TAU}
+    assert _two_rounds({"name": "fedyogi", **parameters}, round_2_change=(0.1, -0.3)) == pytest.approx(
+        expected, rel=1e-14
+    )
 
 
 def test_fedprox_adds_mu_times_the_distance_from_the_global_model_to_each_gradient():

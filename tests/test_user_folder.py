@@ -135,3 +135,13 @@ def test_a_split_that_cannot_be_drawn_is_one_line_naming_the_file(tmp_path, comm
     )
     assert not (tmp_path / "results").exists()
     assert not list((tmp_path / "hf-home").glob("datasets/fltest-shards/*"))
+
+
+def test_results_dir_moves_the_results_root(tmp_path):
+    """results.md: ``--results-dir`` overrides the root: ``<dir>/<experiment>/``, nothing in the default folder."""
+    config = user_folder(tmp_path, [REFERENCE])
+    result = run_in(tmp_path, "run", str(config), "--results-dir", "elsewhere/out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "elsewhere" / "out" / "user-folder" / "reference" / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert not (tmp_path / "results").exists()
