@@ -25,6 +25,7 @@ from deploy.images import build_base_image, one_build_at_a_time
 from deploy.kit import KIT
 from tests.conftest import REPO
 from tests.run_tiers import FAST_TIER
+from tests.tools.checkout import checkout_files
 
 pytestmark = pytest.mark.pythons
 
@@ -49,19 +50,11 @@ def readme_command(heading: str) -> str:
 
 
 def checkout_archive(destination: Path) -> Path:
-    """The checkout's files as git lists them (tracked, and new ones not ignored), in a tar archive: what a clone of
-    the commit holds once it is committed, without the local venv, caches and results."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
+    """The checkout's files (:func:`checkout_files`: what a clone of the commit holds) in a tar archive."""
     archive = destination / "checkout.tar"
     with tarfile.open(archive, "w") as tar:
-        for name in filter(None, (item.decode() for item in listed)):
-            if (REPO / name).exists():  # deleted in the work tree, not yet in git
-                tar.add(REPO / name, arcname=f"fltest/{name}", recursive=False)
+        for name in checkout_files(REPO):
+            tar.add(REPO / name, arcname=f"fltest/{name}", recursive=False)
     return archive
 
 

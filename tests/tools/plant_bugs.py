@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.tools.checkout import checkout_files
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -96,18 +98,10 @@ BUGS = (
 
 
 def checkout_copy(destination: Path) -> Path:
-    """The checkout's files as git lists them (tracked, and new ones not ignored), copied to ``destination``."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, (item.decode() for item in listed)):
-        source = REPO / name
-        if source.is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, destination / name)
+    """The checkout's files (:func:`checkout_files`), copied to ``destination``."""
+    for name in checkout_files(REPO):
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, destination / name)
     return destination
 
 

@@ -1,0 +1,20 @@
+"""The checkout's own files, as a clone of its commit would hold them once the work tree is committed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def checkout_files(repo: Path = REPO) -> list[str]:
+    """The files git lists in ``repo`` (tracked, and new ones it does not ignore) that exist in the work tree:
+    no local venv, caches, wheelhouse or results."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    return [name for name in (item.decode() for item in listed) if name and (repo / name).is_file()]
