@@ -1220,6 +1220,11 @@ def test_gpus_on_lab_nodes(lab, stages):
     )
     assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-3000:]
     assert "Ray cluster ready: 2 nodes, 2 CPUs, 1 GPU" in up.stdout, up.stdout[-6000:]
+    # The teardown took the token too: its copy notifies the restart, which a container started by
+    # this play skips (it mounts the new token; a second start seconds after the first once left the
+    # worker out of the cluster).
+    restarted = task_outcomes(up.stdout, "fltest_ray : Restart ray containers")
+    assert restarted and all(outcomes == {"skipping"} for outcomes in restarted.values()), (restarted, up.stdout[-6000:])
     fetched = task_outcomes(up.stdout, "fltest_images : Fetch the image archive from the relay")
     assert fetched == {head: {"skipping"}, worker: {"changed"}}, (fetched, up.stdout[-6000:])
     saved = task_outcomes(
