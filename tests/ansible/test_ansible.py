@@ -1224,7 +1224,10 @@ def test_gpus_on_lab_nodes(lab, stages):
     # this play skips (it mounts the new token; a second start seconds after the first once left the
     # worker out of the cluster).
     restarted = task_outcomes(up.stdout, "fltest_ray : Restart ray containers")
-    assert restarted and all(outcomes == {"skipping"} for outcomes in restarted.values()), (restarted, up.stdout[-6000:])
+    assert restarted and all(outcomes == {"skipping"} for outcomes in restarted.values()), (
+        restarted,
+        up.stdout[-6000:],
+    )
     fetched = task_outcomes(up.stdout, "fltest_images : Fetch the image archive from the relay")
     assert fetched == {head: {"skipping"}, worker: {"changed"}}, (fetched, up.stdout[-6000:])
     saved = task_outcomes(
