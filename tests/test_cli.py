@@ -13,6 +13,7 @@ import pytest
 from fltest.results.files import read_jsonl
 from tests.conformance import TOLERANCE
 from tests.conftest import REPO, base_config
+from tests.doc_blocks import doc_block, run_block, user_checkout
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -23,12 +24,26 @@ def fltest(*args, cwd, env=None):
     )
 
 
+# The editor a user opens in step 4 of the first experiment: one of the page's examples, and fewer rounds.
+EDITOR = """
+import sys
+import yaml
+path = sys.argv[1]
+config = yaml.safe_load(open(path))
+config.update(name="my-experiment", partition={"method": "iid"})
+config["training"]["rounds"] = 2
+open(path, "w").write(yaml.safe_dump(config))
+"""
+
+
 @pytest.mark.ray
 @pytest.mark.nvflare
-def test_the_shipped_example_compares_three_frameworks(tmp_path):
-    result = fltest("run", str(REPO / "examples" / "digits.yaml"), cwd=tmp_path)
+def test_the_first_experiment_page_as_written_compares_three_frameworks(tmp_path):
+    """docs/tutorials/first-experiment.md steps 2 and 4, as written, in a copy of the checkout."""
+    folder = user_checkout(tmp_path / "fltest")
+    result = run_block(doc_block("first-experiment/run"), cwd=folder)
     assert result.returncode == 0, result.stderr
-    experiment = tmp_path / "results" / "digits-demo"
+    experiment = folder / "results" / "digits-demo"
     for run in ("reference", "flower", "nvflare"):
         summary = json.loads((experiment / run / "summary.json").read_text())
         assert summary["status"] == "completed" and summary["rounds_completed"] == 5, summary
@@ -46,6 +61,16 @@ def test_the_shipped_example_compares_three_frameworks(tmp_path):
     ):
         assert row in result.stdout, result.stdout
     assert "round 5/5" in result.stderr  # progress, one line a round when not on a terminal
+
+    (tmp_path / "editor.py").write_text(EDITOR)
+    changed = run_block(
+        doc_block("first-experiment/change"), cwd=folder, env={"EDITOR": f"{sys.executable} {tmp_path / 'editor.py'}"}
+    )
+    assert changed.returncode == 0, changed.stderr
+    assert "my.yaml: valid (3 runs, 10 clients, 2 rounds)" in changed.stdout, changed.stdout
+    for run in ("reference", "flower", "nvflare"):
+        summary = json.loads((folder / "results" / "my-experiment" / run / "summary.json").read_text())
+        assert summary["status"] == "completed" and summary["rounds_completed"] == 2, summary
 
 
 def test_a_second_run_reuses_the_shards(write_config, tmp_path):

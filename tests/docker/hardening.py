@@ -8,3 +8,13 @@ def assert_root_read_only(container) -> None:
     read-only mount can stop it (as the image's user, a write there fails on permissions alone)."""
     write = container.exec_run(["touch", "/probe"], user="root")
     assert write.exit_code != 0 and b"Read-only file system" in write.output, (container.name, write.output)
+
+
+def assert_hardened(container) -> None:
+    """No capability, no privilege gain, a read-only root file system, memory and process limits."""
+    host = container.attrs["HostConfig"]
+    assert host["CapDrop"] == ["ALL"] and not host["CapAdd"], container.name
+    assert "no-new-privileges:true" in host["SecurityOpt"], container.name
+    assert host["ReadonlyRootfs"] is True, container.name
+    assert host["Memory"] > 0 and host["PidsLimit"] > 0, container.name
+    assert_root_read_only(container)

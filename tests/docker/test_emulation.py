@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +15,6 @@ from pathlib import Path
 
 import docker
 import pytest
-import requests
 import yaml
 
 from deploy.compose import COMPOSE_DIR, SERVICE_LABEL, compose_cli, dotenv_value
@@ -29,8 +27,7 @@ from deploy.ray_emulation.run_in_head import run_in_head, runs_in
 from fltest.config import load_config
 from tests.conformance import assert_conforms
 from tests.conftest import REPO, base_config
-from tests.docker.hardening import assert_root_read_only
-from tests.network import free_port, host_addresses
+from tests.docker.hardening import assert_hardened
 
 pytestmark = pytest.mark.docker
 
@@ -135,22 +132,12 @@ def _bytes(size: str) -> int:
     return int(size[:-1]) * units[size[-1].lower()] if size[-1].isalpha() else int(size)
 
 
-def _assert_hardened(container) -> None:
-    """No capability, no privilege gain, a read-only root file system, memory and process limits."""
-    host = container.attrs["HostConfig"]
-    assert host["CapDrop"] == ["ALL"] and not host["CapAdd"], container.name
-    assert "no-new-privileges:true" in host["SecurityOpt"], container.name
-    assert host["ReadonlyRootfs"] is True, container.name
-    assert host["Memory"] > 0 and host["PidsLimit"] > 0, container.name
-    assert_root_read_only(container)
-
-
 def test_every_node_is_hardened_and_its_ray_logs_are_readable(emulation, docker_client):
     containers = emulation.containers(docker_client, include_stopped=True)
     assert len(containers) == 3
     services = yaml.safe_load(emulation.compose("config").stdout)["services"]  # the compose file, as resolved
     for container in containers:
-        _assert_hardened(container)
+        assert_hardened(container)
         host = container.attrs["HostConfig"]
         assert host["Memory"] == _bytes(_limit("RAY_MEMORY_LIMIT"))
         assert host["PidsLimit"] == int(services[container.labels["com.docker.compose.service"]]["pids_limit"])
@@ -689,53 +676,3 @@ def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_ke
 def test_down_leaves_no_container_network_or_volume(emulation, docker_client):
     emulation.down()
     assert emulation.leftovers(docker_client) == []
-
-
-def test_the_dashboard_opt_in_publishes_it_on_loopback_only_behind_the_token(
-    docker_client, fltest_image, tmp_path, tier_report
-):
-    """``fltest-deploy up --dashboard``: 127.0.0.1:<port> answers 401 without the token, 403 with a wrong one, 200 with it."""
-    token = tmp_path / "ray_token"
-    ensure_ray_token(token)
-    port = free_port()
-    env = _env("fltest-test-dashboard", token, RAY_DASHBOARD_PORT=str(port))
-    project = RayEmulation(name="fltest-test-dashboard")
-    try:
-        start = time.monotonic()
-        up = _fltest_deploy(env, "up", "--dashboard", "--workers", "0", "--timeout", str(READY_TIMEOUT_S))
-        assert up.returncode == 0, up.stderr
-        tier_report(f"dashboard opt-in: head ready ({time.monotonic() - start:.1f} s)")
-        assert f"Ray dashboard: http://127.0.0.1:{port}" in up.stdout
-        containers = project.containers(docker_client)
-        assert sorted(c.labels["com.docker.compose.service"] for c in containers) == ["ray-dashboard", HEAD_SERVICE]
-        for container in containers:
-            _assert_hardened(container)
-        head = project.head(docker_client)
-        assert not head.attrs["HostConfig"]["PortBindings"]  # the head publishes nothing itself
-        assert set(head.attrs["NetworkSettings"]["Networks"]) == {"fltest-test-dashboard_cluster"}
-        forwarder = next(c for c in containers if c.labels["com.docker.compose.service"] == "ray-dashboard")
-        assert forwarder.attrs["HostConfig"]["PortBindings"] == {
-            "8265/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]
-        }
-        url = f"http://127.0.0.1:{port}/api/jobs/"
-        deadline = time.monotonic() + 60  # the dashboard's HTTP server starts after Ray reports the node
-        while True:
-            try:
-                anonymous = requests.get(url, timeout=10)
-                break
-            except requests.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-        assert anonymous.status_code == 401
-        assert requests.get(url, headers={"Authorization": "Bearer " + "0" * 64}, timeout=10).status_code == 403
-        allowed = requests.get(url, headers={"Authorization": f"Bearer {token.read_text().strip()}"}, timeout=10)
-        assert allowed.status_code == 200 and isinstance(allowed.json(), list)  # the jobs (drivers) so far
-        for address in host_addresses():
-            with socket.socket() as probe:
-                probe.settimeout(3)
-                assert probe.connect_ex((address, port)) != 0, f"the dashboard answers on {address}:{port}"
-    finally:
-        down = _fltest_deploy(env, "down", timeout=180)
-    assert down.returncode == 0, down.stderr
-    assert project.leftovers(docker_client) == []

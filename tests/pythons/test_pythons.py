@@ -24,6 +24,7 @@ import pytest
 from deploy.images import build_base_image, one_build_at_a_time
 from deploy.kit import KIT
 from tests.conftest import REPO
+from tests.doc_blocks import readme_command
 from tests.run_tiers import FAST_TIER
 from tests.tools.checkout import checkout_files
 
@@ -40,13 +41,6 @@ PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(39, 4, -1)] + [
     "any",
 ]
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # what this host trusts for PyPI (pip's cert, the system's)
-
-
-def readme_command(heading: str) -> str:
-    """The one line of the README's first ``bash`` block under ``## <heading>``, as a user copies it."""
-    section = (REPO / "README.md").read_text().split(f"## {heading}\n", 1)[1]
-    (block,) = re.findall(r"```bash\n(.*?)\n```", section.split("\n## ", 1)[0], re.S)[:1]
-    return block.strip()
 
 
 def checkout_archive(destination: Path) -> Path:

@@ -1,0 +1,136 @@
+"""docs/tutorials/first-cluster.md as a newcomer follows it: each block as written, in the page's order, from a
+copy of the checkout (tests/doc_blocks.py), against the real engine.
+
+The kit's state goes where the settings the pages name put it: the test's own compose projects (a developer's
+own emulation is left alone) and the copy's ``compose/secrets/`` and ``compose/.generated/``, which the page's
+relative paths (the dashboard's token, the example's CA) then find.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import time
+
+import pytest
+import requests
+
+from deploy.flower_emulation.federation import FlowerFederation
+from deploy.ray_emulation.project import HEAD_SERVICE, RayEmulation
+from tests.conformance import assert_conforms
+from tests.doc_blocks import doc_block, run_block, user_checkout
+from tests.docker.hardening import assert_hardened
+from tests.network import host_addresses
+
+pytestmark = pytest.mark.docker
+
+RAY_PROJECT = "fltest-test-page"
+FLOWER_PROJECT = "fltest-test-page-flower"
+DASHBOARD = "http://127.0.0.1:8265/api/jobs/"  # the page's: compose/.env's RAY_DASHBOARD_PORT
+BLOCK_TIMEOUT_S = 900  # a block's commands together, on a loaded host (each command has its own bound too)
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    """The repository's folder as a user has it after the install (a copy of the checkout's files)."""
+    return user_checkout(tmp_path_factory.mktemp("page") / "fltest")
+
+
+def _ray_settings(folder) -> dict[str, str]:
+    return {"COMPOSE_PROJECT_NAME": RAY_PROJECT, "RAY_TOKEN_FILE": str(folder / "compose" / "secrets" / "ray_token")}
+
+
+def _flower_settings(folder) -> dict[str, str]:
+    compose = folder / "compose"
+    return {
+        "COMPOSE_PROJECT_NAME": FLOWER_PROJECT,
+        "FLOWER_TLS_DIR": str(compose / "secrets" / "flower" / "tls"),
+        "FLOWER_KEYS_DIR": str(compose / "secrets" / "flower" / "keys"),
+        "FLOWER_DATA_DIR": str(compose / ".generated" / "partitions"),
+        "FLOWER_GENERATED_DIR": str(compose / ".generated"),
+    }
+
+
+def _ran(block_id: str, folder, settings: dict[str, str], tier_report) -> str:
+    """Run the page's block; its output (stdout and stderr) when it succeeded."""
+    start = time.monotonic()
+    result = run_block(doc_block(block_id), cwd=folder, env=settings, timeout=BLOCK_TIMEOUT_S)
+    tier_report(f"first-cluster.md: {block_id}: exit {result.returncode} ({time.monotonic() - start:.1f} s)")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_report):
+    """Steps 1 to 3: build (the images are there), up and status, the dashboard behind the token on loopback
+    only, the example on the cluster with its results in ./results, the logs, down with nothing left."""
+    settings = _ray_settings(checkout)
+    project = RayEmulation(name=RAY_PROJECT, overrides={"RAY_TOKEN_FILE": settings["RAY_TOKEN_FILE"]})
+    project.down()  # a run killed earlier may have left it behind
+    try:
+        _ran("first-cluster/build", checkout, settings, tier_report)
+        up = _ran("first-cluster/up", checkout, settings, tier_report)
+        assert (checkout / "compose" / "secrets" / "ray_token").stat().st_mode & 0o777 == 0o400
+        assert len(project.containers(docker_client)) == 3, up
+
+        dashboard = _ran("first-cluster/dashboard", checkout, settings, tier_report)
+        assert isinstance(json.loads(dashboard.strip().splitlines()[-1]), list), dashboard  # the jobs so far
+        containers = project.containers(docker_client)
+        services = sorted(c.labels["com.docker.compose.service"] for c in containers)
+        assert services == sorted(["ray-dashboard", HEAD_SERVICE, "ray-worker", "ray-worker"]), services
+        for container in containers:
+            assert_hardened(container)
+        head = project.head(docker_client)
+        assert not head.attrs["HostConfig"]["PortBindings"]  # the head publishes nothing itself
+        assert set(head.attrs["NetworkSettings"]["Networks"]) == {f"{RAY_PROJECT}_cluster"}
+        forwarder = next(c for c in containers if c.labels["com.docker.compose.service"] == "ray-dashboard")
+        assert forwarder.attrs["HostConfig"]["PortBindings"] == {
+            "8265/tcp": [{"HostIp": "127.0.0.1", "HostPort": "8265"}]
+        }
+        assert requests.get(DASHBOARD, timeout=10).status_code == 401
+        assert requests.get(DASHBOARD, headers={"Authorization": "Bearer " + "0" * 64}, timeout=10).status_code == 403
+        for address in host_addresses():
+            with socket.socket() as probe:
+                probe.settimeout(3)
+                assert probe.connect_ex((address, 8265)) != 0, f"the dashboard answers on {address}:8265"
+
+        _ran("first-cluster/run", checkout, settings, tier_report)
+        experiment = checkout / "results" / "digits-cluster"
+        summary = json.loads((experiment / "flower" / "summary.json").read_text())
+        assert summary["status"] == "completed", summary
+        assert len(set(summary["client_hosts"])) == 3, summary  # the clients trained on every node
+        assert_conforms(experiment, "flower", 5)
+
+        logs = _ran("first-cluster/logs-down", checkout, settings, tier_report)
+        assert "raylet" in logs, logs[-3000:]  # the worker's Ray logs
+        assert project.leftovers(docker_client) == []
+    finally:
+        project.down()
+
+
+def test_the_flower_step_of_the_page(checkout, docker_client, fltest_image, tier_report):
+    """Step 4: prepare the shipped example, up, list, run it next to the SuperLink, down; keys and partitions stay."""
+    settings = _flower_settings(checkout)
+    federation = FlowerFederation(
+        name=FLOWER_PROJECT,
+        generated_dir=checkout / "compose" / ".generated",
+        overrides={key: value for key, value in settings.items() if key.startswith("FLOWER_")},
+        client=docker_client,
+    )
+    federation.down()
+    try:
+        output = _ran("first-cluster/flower", checkout, settings, tier_report)
+        experiment = checkout / "results" / "digits-flower"
+        comparison = json.loads((experiment / "comparison.json").read_text())
+        runs = {run["run"]: run for run in comparison["runs"]}
+        assert runs["flower"]["status"] == "completed" and runs["flower"]["rounds_completed"] == 3, output[-3000:]
+        assert_conforms(experiment, "flower", 3)
+        assert (
+            "update_norm" in json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])["train"]
+        )  # the example's hooks module travelled to the SuperNodes
+        assert federation.leftovers(docker_client) == []
+        keys = checkout / "compose" / "secrets" / "flower" / "keys"
+        assert sorted(p.name for p in keys.iterdir()) == ["supernode-0", "supernode-1"]  # "keys ... stay"
+    finally:
+        federation.down()
+        shutil.rmtree(checkout / "compose" / "secrets" / "flower" / "keys", ignore_errors=True)  # no private key stays

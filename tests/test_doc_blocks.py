@@ -1,0 +1,86 @@
+"""Every shell block of the tutorials and how-to guides is run by a test as written, or marked as one that cannot
+run here and listed below (tests/doc_blocks.py)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from tests.doc_blocks import doc_block, doc_blocks, readme_command, run_block
+from tests.tools.checkout import REPO
+
+# The blocks these machines cannot run, by page and the reason the page gives.
+NOT_RUN = [
+    ("docs/how-to/ray-by-hand.md", "a template, its <...> are each node's own values"),
+    ("docs/how-to/supernodes-elsewhere.md", "a SuperLink on another machine (superlink.example.org)"),
+    ("docs/how-to/supernodes-elsewhere.md", "a SuperLink on another machine (superlink.example.org)"),
+    ("docs/how-to/upgrading.md", "git pull needs the project's remote"),
+]
+# Blocks that can run here and that no test runs as written yet (issue 40 stays open for them): a test that
+# starts running one takes it off this list.
+NOT_YET = {
+    "first-lab/inventory",
+    "first-lab/cluster",
+    "first-lab/run",
+    "first-lab/teardown",
+    "images/offline",
+    "images/torch",
+    "own-flower-app/emulation",
+    "own-flower-app/lab",
+    "supernodes-elsewhere/register",
+    "tests/plant-bugs",
+    "upgrading/build",
+    "upgrading/up",
+    "upgrading/lab",
+}
+RUNNERS = sorted(path for path in (REPO / "tests").rglob("*.py") if path.name != "doc_blocks.py")
+
+
+def _source(path) -> str:
+    """A test file's text; this one's without the list above."""
+    text = path.read_text()
+    return re.sub(r"(?ms)^NOT_YET = \{.*?^\}", "", text) if path.name == "test_doc_blocks.py" else text
+
+
+def _commands(text: str) -> list[str]:
+    """A block's commands without their comments (a ``#`` after two spaces) and blank lines."""
+    return [re.split(r"\s{2,}#", line)[0].strip() for line in text.splitlines() if line.strip()]
+
+
+def test_every_shell_block_is_marked():
+    unmarked = [(block.page, block.text.splitlines()[0]) for block in doc_blocks() if block.kind is None]
+    assert unmarked == [], "mark each with <!-- block: <id> --> or <!-- not run here: <why> --> (tests/doc_blocks.py)"
+
+
+def test_the_blocks_not_run_here_are_these():
+    assert [(b.page, b.value) for b in doc_blocks() if b.kind == "not run here"] == NOT_RUN
+
+
+def test_every_block_is_run_by_a_test_that_names_it():
+    ids = [block.value for block in doc_blocks() if block.kind == "block"]
+    assert len(ids) == len(set(ids)), ids
+    sources = {path: _source(path) for path in RUNNERS}
+    runners = {block_id: [path.name for path, text in sources.items() if f'"{block_id}"' in text] for block_id in ids}
+    assert {block_id for block_id, names in runners.items() if not names} == NOT_YET, runners
+
+
+def test_readme_command_1_is_the_first_experiment_s_install_and_run():
+    """The pythons tier runs README command 1: so it runs the tutorial's first two blocks."""
+    steps = _commands(doc_block("first-experiment/install")) + _commands(doc_block("first-experiment/run"))
+    assert readme_command("Run the example") == " && ".join(steps)
+
+
+def test_ci_runs_the_readme_s_test_command_which_the_tests_page_gives():
+    (command,) = _commands(doc_block("tests/run-tiers"))
+    assert readme_command("Run the tests") == command
+    assert (REPO / ".ci" / "run").read_text().rstrip().splitlines()[-1] == command
+
+
+def test_a_key_pair_for_a_supernode_as_the_page_makes_it(tmp_path):
+    result = run_block(doc_block("supernodes-elsewhere/key"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "keys" / "id_ecdsa").stat().st_mode & 0o777 == 0o600
+    public = (tmp_path / "keys" / "id_ecdsa.pub").read_text()
+    assert public.startswith("ecdsa-sha2-nistp384 "), public  # P-384, as the SuperLink's auth needs
+    check = subprocess.run(["ssh-keygen", "-l", "-f", str(tmp_path / "keys" / "id_ecdsa.pub")], capture_output=True)
+    assert check.returncode == 0 and b"384" in check.stdout, check
