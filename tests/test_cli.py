@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 from fltest.results.files import read_jsonl
 from tests.conformance import TOLERANCE
@@ -89,6 +91,25 @@ def test_report_draws_a_png_of_a_results_folder(write_config, tmp_path):
     result = fltest("report", str(tmp_path / "results" / "digits-demo"), "-o", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert out.read_bytes().startswith(PNG_SIGNATURE) and out.stat().st_size > 10_000
+    drawn = tmp_path / "results" / "digits-demo" / "report.png"
+    drawn.unlink()  # first-experiment.md: `fltest report results/digits-demo` draws report.png again
+    again = fltest("report", "results/digits-demo", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert drawn.read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_a_config_error_is_the_line_first_experiment_md_shows(tmp_path):
+    """The page's example of a problem, as the page prints it: file, field, pydantic's message; exit 2."""
+    (tmp_path / "digits_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
+    config = yaml.safe_load((REPO / "examples" / "digits.yaml").read_text())
+    config["training"]["strategy"] = {"name": "fedadam", "tau": 0}
+    (tmp_path / "my.yaml").write_text(yaml.safe_dump(config))
+    result = fltest("validate", "my.yaml", cwd=tmp_path)
+    page = (REPO / "docs" / "tutorials" / "first-experiment.md").read_text()
+    shown = re.search(r"nothing is written: `(my\.yaml: [^`]+)`", page.replace("\n", " "))
+    assert shown, "first-experiment.md no longer shows an example of the line"
+    assert result.returncode == 2 and result.stderr.strip() == f"fltest: error: {shown[1]}", result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digits_hooks.py", "my.yaml"]  # nothing written
 
 
 def test_report_of_a_missing_folder_is_exit_2(tmp_path):

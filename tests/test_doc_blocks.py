@@ -12,6 +12,7 @@ from tests.tools.checkout import REPO
 # The blocks these machines cannot run, by page and the reason the page gives.
 NOT_RUN = [
     ("docs/how-to/ray-by-hand.md", "a template, its <...> are each node's own values"),
+    ("docs/how-to/supernodes-elsewhere.md", "a SuperLink on another machine (the connection lab of step 1)"),
     ("docs/how-to/supernodes-elsewhere.md", "a SuperLink on another machine (superlink.example.org)"),
     ("docs/how-to/supernodes-elsewhere.md", "a SuperLink on another machine (superlink.example.org)"),
     ("docs/how-to/upgrading.md", "git pull needs the project's remote"),
@@ -27,7 +28,6 @@ NOT_YET = {
     "images/torch",
     "own-flower-app/emulation",
     "own-flower-app/lab",
-    "supernodes-elsewhere/register",
     "tests/plant-bugs",
     "upgrading/build",
     "upgrading/up",
@@ -84,3 +84,16 @@ def test_a_key_pair_for_a_supernode_as_the_page_makes_it(tmp_path):
     assert public.startswith("ecdsa-sha2-nistp384 "), public  # P-384, as the SuperLink's auth needs
     check = subprocess.run(["ssh-keygen", "-l", "-f", str(tmp_path / "keys" / "id_ecdsa.pub")], capture_output=True)
     assert check.returncode == 0 and b"384" in check.stdout, check
+
+
+def test_no_block_to_run_holds_a_placeholder():
+    """A ``<run-id>`` in a block a newcomer copies is bash's redirection from a file: such a line belongs in
+    the prose around the block (or the block is a template, not run here)."""
+    placeholders = {
+        (block.page, line)
+        for block in doc_blocks()
+        if block.kind == "block"
+        for line in _commands(block.text)
+        if re.search(r"<[a-z][a-z-]*>", line)
+    }
+    assert placeholders == set()

@@ -223,3 +223,10 @@ def test_a_shard_read_with_pyarrow_alone_is_the_datasets_librarys_bit_for_bit():
     x, y = shards.test_arrays()
     x2, y2 = dataset_arrays(datasets.load_from_disk(str(shards.test_folder)), shards.scale)
     assert np.array_equal(x, x2) and np.array_equal(y, y2)
+
+
+def test_max_samples_caps_the_rows_read(fresh_cache):
+    """own-data.md: ``max_samples`` caps the rows read; the held-out test rows are ``test_fraction`` of those."""
+    shards, _ = prepare_shards(_config(dataset__max_samples=500))
+    assert sum(shards.client_sizes) + shards.test_size == 500
+    assert shards.test_size == 100  # test_fraction 0.2 of the 500
