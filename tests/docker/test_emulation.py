@@ -25,7 +25,6 @@ from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulat
 from deploy.ray_emulation.readiness import live_ray_nodes, wait_until_ready
 from deploy.ray_emulation.run_in_head import run_in_head, runs_in
 from fltest.config import load_config
-from tests.conformance import assert_conforms
 from tests.conftest import REPO, base_config
 from tests.docker.hardening import assert_hardened
 
@@ -196,22 +195,6 @@ def test_a_node_without_the_token_is_refused(emulation, docker_client):
     assert exit_code != 0
     assert "InvalidAuthToken" in output
     assert len(wait_until_ready(emulation, docker_client, 30).nodes) == 3  # and it did not join
-
-
-def test_flwr_run_in_the_head_uses_all_nodes_and_matches_the_reference(emulation, docker_client, tmp_path):
-    config = _experiment(tmp_path / "experiment", "emulated", rounds=3)
-    results = tmp_path / "results"
-    assert run_in_head(emulation.head(docker_client), config, load_config(config), results) == 0
-    experiment = results / "emulated"
-    summary = json.loads((experiment / "flower" / "summary.json").read_text())
-    assert summary["status"] == "completed"
-    assert summary["ray_address"] == "ray-head:6379"
-    hostnames = {c.attrs["Config"]["Hostname"] for c in emulation.containers(docker_client)}
-    assert set(summary["client_hosts"]) == hostnames  # clients trained on all three nodes
-    assert_conforms(experiment, "flower", 3)
-    last_round = json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])
-    assert "update_norm" in last_round["train"]  # the workers imported the config's hooks module
-    assert (experiment / "report.png").is_file()
 
 
 def test_fltest_deploy_run_passes_fltest_s_exit_code_through(emulation, tmp_path):

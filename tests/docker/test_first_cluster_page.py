@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from deploy.flower_emulation.federation import FlowerFederation
+from deploy.kit import KIT
 from deploy.ray_emulation.project import HEAD_SERVICE, RayEmulation
 from tests.conformance import assert_conforms
 from tests.doc_blocks import doc_block, run_block, user_checkout
@@ -68,7 +69,8 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
     project = RayEmulation(name=RAY_PROJECT, overrides={"RAY_TOKEN_FILE": settings["RAY_TOKEN_FILE"]})
     project.down()  # a run killed earlier may have left it behind
     try:
-        _ran("first-cluster/build", checkout, settings, tier_report)
+        built = _ran("first-cluster/build", checkout, settings, tier_report)
+        assert f"base image {KIT.base_image}: present" in built, built  # built only when missing (images.md)
         up = _ran("first-cluster/up", checkout, settings, tier_report)
         assert (checkout / "compose" / "secrets" / "ray_token").stat().st_mode & 0o777 == 0o400
         assert len(project.containers(docker_client)) == 3, up
@@ -94,12 +96,24 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
                 probe.settimeout(3)
                 assert probe.connect_ex((address, 8265)) != 0, f"the dashboard answers on {address}:8265"
 
+        _ran("first-cluster/up", checkout, settings, tier_report)  # "A later `up` without `--dashboard` turns it off"
+        assert "ray-dashboard" not in {
+            c.labels["com.docker.compose.service"] for c in project.containers(docker_client)
+        }
+        with pytest.raises(requests.ConnectionError):
+            requests.get(DASHBOARD, timeout=10)
+
         _ran("first-cluster/run", checkout, settings, tier_report)
         experiment = checkout / "results" / "digits-cluster"
         summary = json.loads((experiment / "flower" / "summary.json").read_text())
         assert summary["status"] == "completed", summary
-        assert len(set(summary["client_hosts"])) == 3, summary  # the clients trained on every node
+        assert summary["ray_address"] == "ray-head:6379", summary
+        hostnames = {c.attrs["Config"]["Hostname"] for c in project.containers(docker_client)}
+        assert set(summary["client_hosts"]) == hostnames and len(hostnames) == 3, summary  # on every node
         assert_conforms(experiment, "flower", 5)
+        last_round = json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])
+        assert "update_norm" in last_round["train"]  # the workers imported the config's hooks module
+        assert (experiment / "report.png").is_file()
 
         logs = _ran("first-cluster/logs-down", checkout, settings, tier_report)
         assert "raylet" in logs, logs[-3000:]  # the worker's Ray logs
