@@ -25,11 +25,9 @@ NOT_YET = {
     "first-lab/run",
     "first-lab/teardown",
     "images/offline",
-    "images/torch",
     "own-flower-app/emulation",
     "own-flower-app/lab",
     "tests/plant-bugs",
-    "upgrading/build",
     "upgrading/up",
     "upgrading/lab",
 }

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from deploy.flower_emulation.federation import FlowerFederation
+from deploy.images import IMAGE
 from deploy.kit import KIT
 from deploy.ray_emulation.project import HEAD_SERVICE, RayEmulation
 from tests.conformance import assert_conforms
@@ -71,6 +72,8 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
     try:
         built = _ran("first-cluster/build", checkout, settings, tier_report)
         assert f"base image {KIT.base_image}: present" in built, built  # built only when missing (images.md)
+        rebuilt = _ran("upgrading/build", checkout, settings, tier_report)  # after a pull with no change
+        assert f"image {IMAGE}: unchanged" in rebuilt, rebuilt
         up = _ran("first-cluster/up", checkout, settings, tier_report)
         assert (checkout / "compose" / "secrets" / "ray_token").stat().st_mode & 0o777 == 0o400
         assert len(project.containers(docker_client)) == 3, up

@@ -1,8 +1,8 @@
 """The image variant with PyTorch (``fltest-deploy build --extras torch``) and the CNN example on its Ray cluster.
 
 The variant adds the ``torch`` extra to the image's venv in one layer below the code, its wheels
-served on the host's loopback during that step only. Its cluster runs ``examples/digits_cnn.yaml``
-from a working folder, as the README says, with clients on the head and both workers.
+served on the host's loopback during that step only. Its cluster runs ``examples/digits_cnn_cluster.yaml``
+as docs/how-to/images.md says, with clients on the head and both workers.
 """
 
 from __future__ import annotations
@@ -12,23 +12,18 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from deploy.images import EXTRAS_WHEELHOUSE, IMAGE, build_tags, remove_build, variant_tag
-from deploy.pki.ray_token import ensure_ray_token
 from deploy.ray_emulation.project import RayEmulation
-from tests.conftest import REPO
-from tests.docker.test_emulation import READY_TIMEOUT_S, _env, _fltest_deploy
+from tests.doc_blocks import doc_block, run_block, user_checkout
 from tests.test_torch_model import TORCH_TOLERANCE
 
 pytestmark = [pytest.mark.docker, pytest.mark.torch]
 
 TORCH_IMAGE = variant_tag(IMAGE, ("torch",))
 PROJECT = "fltest-torch-test"
-EXAMPLE_FILES = ("digits_cnn.yaml", "digits_cnn.py", "digits_hooks.py")
 
 
 @pytest.fixture(scope="module")
@@ -76,48 +71,29 @@ def test_torch_is_in_the_variant_below_the_code_and_in_no_default_image(docker_c
     assert build_tags(TORCH_IMAGE)[-1] == TORCH_IMAGE and torch_image.attrs["Config"]["User"] == "fltest"
 
 
-def test_the_cnn_example_runs_on_the_head_and_both_workers_and_matches_the_reference(
+def test_the_images_page_s_torch_block_runs_the_cnn_on_the_head_and_both_workers(
     docker_client, torch_image, tmp_path, tier_report
 ):
-    """From a working folder holding the example, as a user runs it: ``FLTEST_IMAGE=<variant> fltest-deploy up``,
-    ``fltest-deploy run digits_cnn.yaml``, results in ./results; Flower's clients trained on all three nodes."""
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in EXAMPLE_FILES:
-        (work / name).write_text((REPO / "examples" / name).read_text())
-    config = yaml.safe_load((work / "digits_cnn.yaml").read_text())
-    config["training"]["rounds"] = 2
-    config["runs"] = [run for run in config["runs"] if run["framework"] in ("reference", "flwr")]
-    (work / "digits_cnn.yaml").write_text(yaml.safe_dump(config))
-    token = tmp_path / "ray_token"
-    ensure_ray_token(token)
-    env = _env(PROJECT, token, FLTEST_IMAGE=TORCH_IMAGE)
-    project = RayEmulation(name=PROJECT)
+    """docs/how-to/images.md's block as written, from a copy of the checkout: the variant built (it is), its cluster
+    up, ``examples/digits_cnn_cluster.yaml`` run there with results in ./results; Flower's clients trained on all
+    three nodes and match the reference."""
+    folder = user_checkout(tmp_path / "fltest")
+    settings = {"COMPOSE_PROJECT_NAME": PROJECT, "RAY_TOKEN_FILE": str(folder / "compose" / "secrets" / "ray_token")}
+    project = RayEmulation(name=PROJECT, overrides={"RAY_TOKEN_FILE": settings["RAY_TOKEN_FILE"]})
+    project.down()  # a run killed earlier may have left it behind
     try:
         start = time.monotonic()
-        up = _fltest_deploy(env, "up", "--workers", "2", "--timeout", str(READY_TIMEOUT_S))
-        assert up.returncode == 0, up.stderr
-        tier_report(f"torch variant: head + 2 workers ready ({time.monotonic() - start:.1f} s)")
+        block = run_block(doc_block("images/torch"), cwd=folder, env=settings, timeout=1500)
+        tier_report(f"images.md: images/torch: exit {block.returncode} ({time.monotonic() - start:.1f} s)")
+        assert block.returncode == 0, block.stdout[-3000:] + block.stderr[-3000:]
         assert {c.image.tags[0] for c in project.containers(docker_client)} == {TORCH_IMAGE}
         hostnames = {c.attrs["Config"]["Hostname"] for c in project.containers(docker_client)}
-        start = time.monotonic()
-        run = subprocess.run(
-            [str(Path(sys.executable).with_name("fltest-deploy")), "run", "digits_cnn.yaml"],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-        tier_report(f"torch variant: the CNN example ran ({time.monotonic() - start:.1f} s)")
     finally:
-        down = _fltest_deploy(env, "down", timeout=180)
-    assert down.returncode == 0, down.stderr
+        project.down()
     assert project.leftovers(docker_client) == []
-    experiment = work / "results" / config["name"]
+    experiment = folder / "results" / "digits-cnn-cluster"
     summary = json.loads((experiment / "flower" / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["rounds_completed"] == 2, summary
+    assert summary["status"] == "completed" and summary["rounds_completed"] == 5, summary
     assert set(summary["client_hosts"]) == hostnames  # clients trained on the head and both workers
     comparison = json.loads((experiment / "comparison.json").read_text())
     assert [row["status"] for row in comparison["runs"]] == ["completed", "completed"], comparison
