@@ -25,7 +25,6 @@ NOT_YET = {
     "first-lab/run",
     "first-lab/teardown",
     "images/offline",
-    "own-flower-app/emulation",
     "own-flower-app/lab",
     "tests/plant-bugs",
     "upgrading/up",

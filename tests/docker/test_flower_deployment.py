@@ -39,6 +39,7 @@ from fltest.results.files import read_jsonl
 from tests.conformance import assert_conforms
 from tests.conftest import REPO, base_config
 from tests.control_probe import PROBE, check_refusals, probes
+from tests.doc_blocks import doc_block, run_block
 from tests.docker.hardening import assert_root_read_only
 from tests.docker.streams import find_in_stream, private_key_markers
 from tests.test_model_module import MODEL
@@ -390,28 +391,23 @@ def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_
     federation, _, root = federation
     folder = _user_app(root, "my-app")
     start = time.monotonic()
-    result = _fltest_flwr(federation, folder, "run", ".", "fltest", "--stream")
+    path = os.pathsep.join([str(Path(sys.prefix) / "bin"), os.environ["PATH"]])  # the venv, active
+    result = run_block(doc_block("own-flower-app/emulation"), cwd=root, env={**_flower_env(federation), "PATH": path})
     elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run_id = _started_run(result.stdout)
+    streamed, submitted = [int(run) for run in re.findall(r"Successfully started run (\d+)", result.stdout)]
     assert (
         f"tiny-app: 2 rounds on {len(NODES)} SuperNodes, model saved to final_model.npz" in result.stdout
-    )  # the ServerApp's log
-    assert _flower_run_status(federation, run_id) == "finished:completed"
-    listed = _flower_cli(federation, "list")
-    assert listed.returncode == 0, listed.stderr
-    (line,) = [line for line in _run_lines(listed.stdout) if line.split()[1] == str(run_id)]
-    assert re.fullmatch(rf"run +{run_id}  finished:completed +fltest-tests/tiny-app 1\.0\.0  [\d.]+ s", line), line
+    )  # the streamed run's ServerApp log
+    (line,) = [line for line in _run_lines(result.stdout) if line.split()[1] == str(streamed)]
+    assert re.fullmatch(rf"run +{streamed}  finished:completed +fltest-tests/tiny-app 1\.0\.0  [\d.]+ s", line), line
     assert any(
-        " fltest/fltest-app " in line for line in _run_lines(listed.stdout)
+        " fltest/fltest-app " in line for line in _run_lines(result.stdout)
     )  # fltest's own run of this module, the same way
 
-    out = root / "app-files"
-    files = _flower_cli(federation, "files", "--out", str(out))
-    assert files.returncode == 0, files.stderr
-    assert files.stdout.splitlines()[0].startswith("superlink: 1 file, ") and files.stdout.splitlines()[0].endswith(
-        f" -> {out}/superlink"
-    )
+    out = folder / "app-files"  # files --out app-files, in the App's folder
+    copied = next(line for line in result.stdout.splitlines() if line.startswith("superlink: "))
+    assert copied.startswith("superlink: 1 file, ") and copied.endswith(f" -> {out}/superlink"), copied
     model = np.load(out / "superlink" / "final_model.npz")
     assert [array.tolist() for array in model.values()] == [
         [3.0, 3.0, 3.0]
@@ -419,6 +415,11 @@ def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_
     for partition_id, node in enumerate(NODES):
         assert (out / node / f"client-{partition_id}.txt").read_text() == "round 1\nround 2\n"
     assert {(p.stat().st_uid, p.stat().st_gid) for p in out.rglob("*")} == {(os.getuid(), os.getgid())}
+    deadline = time.monotonic() + RUN_TIMEOUT_S  # the last command returned at once: its 5 rounds go on
+    while not (status := _flower_run_status(federation, submitted)).startswith("finished"):
+        assert time.monotonic() < deadline, status
+        time.sleep(2)
+    assert status == "finished:completed"
 
     size = _memory_bytes(federation.setting("FLOWER_APP_FILES_SIZE"))
     volumes = set()
