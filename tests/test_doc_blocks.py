@@ -26,7 +26,6 @@ NOT_YET = {
     "first-lab/teardown",
     "images/offline",
     "own-flower-app/lab",
-    "tests/plant-bugs",
     "upgrading/up",
     "upgrading/lab",
 }
