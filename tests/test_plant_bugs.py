@@ -21,5 +21,7 @@ def test_every_planted_bug_is_caught_by_its_covering_tests():
     done = run_block(doc_block("tests/plant-bugs"), cwd=REPO, timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert [re.sub(r" \([^()]*; \d+ s\)$", "", line) for line in lines[:-1]] == [f"caught   {bug.name}" for bug in BUGS], lines
+    assert [re.sub(r" \([^()]*; \d+ s\)$", "", line) for line in lines[:-1]] == [
+        f"caught   {bug.name}" for bug in BUGS
+    ], lines
     assert lines[-1] == f"{len(BUGS)} of {len(BUGS)} caught"
