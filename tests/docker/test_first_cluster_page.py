@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
 import time
 
 import pytest
@@ -54,13 +55,13 @@ def _flower_settings(folder) -> dict[str, str]:
     }
 
 
-def _ran(block_id: str, folder, settings: dict[str, str], tier_report) -> str:
-    """Run the page's block; its output (stdout and stderr) when it succeeded."""
+def _ran(block_id: str, folder, settings: dict[str, str], tier_report) -> subprocess.CompletedProcess:
+    """Run the page's block; its outcome, once it succeeded."""
     start = time.monotonic()
     result = run_block(doc_block(block_id), cwd=folder, env=settings, timeout=BLOCK_TIMEOUT_S)
     tier_report(f"first-cluster.md: {block_id}: exit {result.returncode} ({time.monotonic() - start:.1f} s)")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout + result.stderr
+    return result
 
 
 def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_report):
@@ -71,15 +72,18 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
     project.down()  # a run killed earlier may have left it behind
     try:
         built = _ran("first-cluster/build", checkout, settings, tier_report)
-        assert f"base image {KIT.base_image}: present" in built, built  # built only when missing (images.md)
+        assert f"base image {KIT.base_image}: present" in built.stdout + built.stderr, (
+            built
+        )  # built only when missing (images.md)
         rebuilt = _ran("upgrading/build", checkout, settings, tier_report)  # after a pull with no change
-        assert f"image {IMAGE}: unchanged" in rebuilt, rebuilt
+        assert f"image {IMAGE}: unchanged" in rebuilt.stdout + rebuilt.stderr, rebuilt
         up = _ran("first-cluster/up", checkout, settings, tier_report)
         assert (checkout / "compose" / "secrets" / "ray_token").stat().st_mode & 0o777 == 0o400
-        assert len(project.containers(docker_client)) == 3, up
+        assert len(project.containers(docker_client)) == 3, up.stdout
 
         dashboard = _ran("first-cluster/dashboard", checkout, settings, tier_report)
-        assert isinstance(json.loads(dashboard.strip().splitlines()[-1]), list), dashboard  # the jobs so far
+        jobs = dashboard.stdout.strip().splitlines()[-1]  # curl's answer, after up's lines
+        assert isinstance(json.loads(jobs), list), dashboard.stdout  # the jobs (drivers) so far
         containers = project.containers(docker_client)
         services = sorted(c.labels["com.docker.compose.service"] for c in containers)
         assert services == sorted(["ray-dashboard", HEAD_SERVICE, "ray-worker", "ray-worker"]), services
@@ -119,7 +123,7 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
         assert (experiment / "report.png").is_file()
 
         logs = _ran("first-cluster/logs-down", checkout, settings, tier_report)
-        assert "raylet" in logs, logs[-3000:]  # the worker's Ray logs
+        assert "raylet" in logs.stdout + logs.stderr, logs.stdout[-3000:]  # the worker's Ray logs
         assert project.leftovers(docker_client) == []
     finally:
         project.down()
@@ -136,7 +140,7 @@ def test_the_flower_step_of_the_page(checkout, docker_client, fltest_image, tier
     )
     federation.down()
     try:
-        output = _ran("first-cluster/flower", checkout, settings, tier_report)
+        output = _ran("first-cluster/flower", checkout, settings, tier_report).stderr
         experiment = checkout / "results" / "digits-flower"
         comparison = json.loads((experiment / "comparison.json").read_text())
         runs = {run["run"]: run for run in comparison["runs"]}
