@@ -9,6 +9,7 @@ from typing import ClassVar
 import yaml
 
 from deploy.compose import ComposeProject
+from deploy.engine import docker_client
 from deploy.gpus import DEVICES_VARIABLE, device_mode, device_override, gpu_count
 from fltest.errors import FLTestError
 
@@ -147,16 +148,10 @@ class RayEmulation(ComposeProject):
         A smaller ``RAY_WORKERS`` removes the extra workers, and their ``/tmp/ray`` volumes with them
         (compose 1.29 keeps a removed container's anonymous volumes, which ``down`` no longer finds).
         """
-        import docker
-
         before = self.ray_temp_volumes(client)
         workers = self.setting("RAY_WORKERS", "1")
         self.compose("up", "--detach", "--remove-orphans", "--scale", f"{WORKER_SERVICE}={workers}")
-        for name in before - self.ray_temp_volumes(client):
-            try:
-                client.volumes.get(name).remove()
-            except docker.errors.DockerException:  # already gone, or still in use: down --volumes removes it
-                pass
+        _remove_volumes(client, before - self.ray_temp_volumes(client))
 
     def ray_temp_volumes(self, client) -> set[str]:
         """The names of the anonymous volumes the project's nodes keep ``/tmp/ray`` in."""
@@ -168,5 +163,23 @@ class RayEmulation(ComposeProject):
         }
 
     def down(self, files: list[Path] | None = None) -> None:
-        """Stop and remove the project's containers, networks and volumes (the dashboard's too, if it ran)."""
+        """Stop and remove the project's containers, networks and volumes (the dashboard's too, if it ran).
+
+        The nodes' ``/tmp/ray`` volumes too: a node compose recreated (a changed setting, ``--dashboard`` on or
+        off) mounts its predecessor's volume by name, which ``down --volumes`` leaves behind (compose 1.29).
+        """
+        client = docker_client()
+        volumes = self.ray_temp_volumes(client)
         super().down(files or [self.directory / COMPOSE_FILE, self.directory / DASHBOARD_FILE])
+        _remove_volumes(client, volumes)
+
+
+def _remove_volumes(client, names: set[str]) -> None:
+    """Remove the volumes ``names`` that are still there."""
+    import docker
+
+    for name in names:
+        try:
+            client.volumes.get(name).remove()
+        except docker.errors.DockerException:  # gone already, or still in use (then down --volumes removes it)
+            pass

@@ -87,10 +87,12 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
         rebuilt = _ran("upgrading/build", checkout, settings, tier_report)  # after a pull with no change
         assert f"image {IMAGE}: unchanged" in rebuilt.stdout + rebuilt.stderr, rebuilt
         up = _ran("first-cluster/up", checkout, settings, tier_report)
+        ray_temp = project.ray_temp_volumes(docker_client)  # each node's /tmp/ray: gone with down
         assert (checkout / "compose" / "secrets" / "ray_token").stat().st_mode & 0o777 == 0o400
         assert len(project.containers(docker_client)) == 3, up.stdout
 
         dashboard = _ran("first-cluster/dashboard", checkout, settings, tier_report)
+        ray_temp |= project.ray_temp_volumes(docker_client)
         jobs = dashboard.stdout.strip().splitlines()[-1]  # curl's answer, after up's lines
         assert isinstance(json.loads(jobs), list), dashboard.stdout  # the jobs (drivers) so far
         containers = project.containers(docker_client)
@@ -134,6 +136,8 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
         logs = _ran("first-cluster/logs-down", checkout, settings, tier_report)
         assert "raylet" in logs.stdout + logs.stderr, logs.stdout[-3000:]  # the worker's Ray logs
         assert project.leftovers(docker_client) == []
+        # The head, recreated twice (dashboard on, then off), mounted its first volume by name: down removes it too.
+        assert {v.name for v in docker_client.volumes.list()} & ray_temp == set()
     finally:
         project.down()
 
