@@ -312,13 +312,21 @@ def run_yml(tmp: Path, config: Path, results: Path) -> subprocess.CompletedProce
     return playbook(tmp, "run.yml", *run_vars(config, results))
 
 
-def experiment(folder: Path, name: str = "ansible-e2e", rounds: int = 2) -> Path:
+# The rounds of a run a stage stops: more than any stage lasts. 300 rounds (about 0.2 s each here) once ended by
+# themselves while run.yml refused a second run and stop.yml started (64 s): the "stopped" run was completed.
+LONG_RUN_ROUNDS = 100_000
+
+
+def experiment(folder: Path, name: str = "ansible-e2e", rounds: int = 2, reference: bool = True) -> Path:
+    """A digits config with a Flower simulation (for the cluster) after a reference run, unless ``reference`` is false
+    (a run a stage stops: the reference would first run all its rounds)."""
     folder.mkdir()
     (folder / "digits_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
     config = yaml.safe_load((REPO / "examples" / "digits.yaml").read_text())
     config.update(name=name, clients=4, total_cpus=2)
     config["training"].update(rounds=rounds, local_epochs=1, round_timeout_s=60)
-    config["runs"] = [{"name": "reference", "framework": "reference"}, {"name": "flower", "framework": "flwr"}]
+    flower = {"name": "flower", "framework": "flwr"}
+    config["runs"] = [{"name": "reference", "framework": "reference"}, flower] if reference else [flower]
     path = folder / "experiment.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -623,7 +631,7 @@ def test_end_to_end(lab, stages):
 
     # Ctrl-C on run.yml while fltest runs in the head: fltest stops there (SIGINT, through stop.yml beside the play),
     # its rounds and an "interrupted" summary reach the controller, ansible-playbook exits 130 with one line.
-    stopped_config = experiment(lab / "interrupted", name="ansible-stopped", rounds=300)
+    stopped_config = experiment(lab / "interrupted", name="ansible-stopped", rounds=LONG_RUN_ROUNDS, reference=False)
     code, output, seconds = interrupt_run_yml(lab, stopped_config, results, "e2e-head", "ansible-stopped")
     stages.done("run.yml interrupted by Ctrl-C at round 2", f"rc={code}", seconds)
     assert code == 130, output[-6000:]
@@ -632,7 +640,7 @@ def test_end_to_end(lab, stages):
         f" its rounds so far and summary: {results}/ansible-stopped"
     ), output[-6000:]
     summary = json.loads((results / "ansible-stopped" / "flower" / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < 300, summary
+    assert summary["status"] == "interrupted" and 2 <= summary["rounds_completed"] < LONG_RUN_ROUNDS, summary
     assert runs_in_head() == [] and staged_folders() == {name: [] for name in NODES}
     assert owners(results) == {os.getuid()}
 
