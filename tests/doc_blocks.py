@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.tools.checkout import REPO, checkout_files
+from tests.tools.checkout import REPO, copy_checkout
 
 PAGE_FOLDERS = ("docs/tutorials", "docs/how-to")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
@@ -74,10 +73,7 @@ def readme_command(heading: str) -> str:
 def user_checkout(destination: Path) -> Path:
     """A copy of the checkout's files (what a clone holds) in ``destination``, its ``.venv`` this test session's
     (a link): the repository's folder as a user has it after the tutorial's install."""
-    for name in checkout_files(REPO):
-        target = destination / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / name, target)
+    copy_checkout(destination)
     (destination / ".venv").symlink_to(Path(sys.prefix))
     return destination
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,3 +19,11 @@ def checkout_files(repo: Path = REPO) -> list[str]:
         check=True,
     ).stdout.split(b"\0")
     return [name for name in (item.decode() for item in listed) if name and (repo / name).is_file()]
+
+
+def copy_checkout(destination: Path, repo: Path = REPO) -> Path:
+    """The checkout's files (:func:`checkout_files`), copied to ``destination``."""
+    for name in checkout_files(repo):
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / name, destination / name)
+    return destination

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.tools.checkout import checkout_files
+from tests.tools.checkout import copy_checkout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,14 +96,6 @@ BUGS = (
 )
 
 
-def checkout_copy(destination: Path) -> Path:
-    """The checkout's files (:func:`checkout_files`), copied to ``destination``."""
-    for name in checkout_files(REPO):
-        (destination / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / name, destination / name)
-    return destination
-
-
 def covering_tests_fail(copy: Path, tests: tuple[str, ...]) -> bool:
     """Whether the tests fail in ``copy`` (its packages first on the path, for the commands the tests start too)."""
     environment = {**os.environ, "PYTHONPATH": str(copy)}
@@ -116,7 +107,7 @@ def plant(bug: Bug) -> tuple[bool, float]:
     """Plant ``bug`` in a fresh copy and run its tests; (caught, seconds). Raises if its tests fail without it."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fltest-planted-") as folder:
-        copy = checkout_copy(Path(folder))
+        copy = copy_checkout(Path(folder))
         if covering_tests_fail(copy, bug.tests):
             raise SystemExit(f"{bug.name}: its tests fail with no bug planted: {' '.join(bug.tests)}")
         target = copy / bug.path
