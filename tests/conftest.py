@@ -6,6 +6,7 @@ import contextlib
 import copy
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -114,3 +115,15 @@ def compose_tool() -> list[str]:
         return compose_cli()
     except InputError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documentation site as CI builds it (``mkdocs build --strict``), once a session: its folder."""
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')")
+    folder = tmp_path_factory.mktemp("site")
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)]
+    environment = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder

@@ -11,15 +11,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
-import os
 import shutil
-import subprocess
-import sys
 import threading
 
 import pytest
-
-from tests.tools.checkout import REPO
 
 VIEWPORT = {"width": 1280, "height": 900}  # a laptop's browser window
 CHROMIUM = shutil.which("chromium")
@@ -55,19 +50,14 @@ PROBLEMS = """() => {
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(built_site):
     """The site as CI builds it, served on 127.0.0.1: its base URL and its pages."""
-    pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')")
-    folder = tmp_path_factory.mktemp("site")
-    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)]
-    built = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    handler = functools.partial(_QuietHandler, directory=str(folder))
+    handler = functools.partial(_QuietHandler, directory=str(built_site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    pages = sorted(path.parent.relative_to(folder).as_posix().removeprefix(".") for path in folder.rglob("index.html"))
+    pages = sorted(
+        path.parent.relative_to(built_site).as_posix().removeprefix(".") for path in built_site.rglob("index.html")
+    )
     try:
         yield f"http://127.0.0.1:{server.server_port}", pages
     finally:
