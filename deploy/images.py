@@ -176,6 +176,26 @@ def serving_on_loopback(folder: Path, port: int = EXTRAS_WHEELHOUSE_PORT) -> Ite
         server.server_close()
 
 
+def build_args(
+    pip_source: str = "wheelhouse",
+    base_image: str = DEFAULT_BASE_IMAGE,
+    extras: tuple[str, ...] = (),
+    extras_wheelhouse: str = "",
+) -> dict[str, str]:
+    """The Dockerfile's build arguments: the kit's values (deploy/kit.env), the package's version, the pip source."""
+    return {
+        "PIP_SOURCE": pip_source,
+        "BASE_IMAGE": base_image,
+        "FLTEST_VERSION": __version__,
+        "FLTEST_UID": str(KIT.uid),
+        "FLTEST_HOME": KIT.home,
+        "FLTEST_WORK_DIR": KIT.work_dir,
+        "FLOWER_APP_FILES_DIR": KIT.app_files_dir,
+        "EXTRAS": ",".join(extras),
+        "EXTRAS_WHEELHOUSE": extras_wheelhouse,
+    }
+
+
 def _build_target(
     client,
     tag: str,
@@ -198,17 +218,7 @@ def _build_target(
         dockerfile=DOCKERFILE,
         tag=tag,
         target=target,
-        buildargs={
-            "PIP_SOURCE": pip_source,
-            "BASE_IMAGE": base_image,
-            "FLTEST_VERSION": __version__,
-            "FLTEST_UID": str(KIT.uid),
-            "FLTEST_HOME": KIT.home,
-            "FLTEST_WORK_DIR": KIT.work_dir,
-            "FLOWER_APP_FILES_DIR": KIT.app_files_dir,
-            "EXTRAS": ",".join(extras),
-            "EXTRAS_WHEELHOUSE": extras_wheelhouse,
-        },
+        buildargs=build_args(pip_source, base_image, extras, extras_wheelhouse),
         network_mode=network if pip_source == "wheelhouse" else None,
         rm=True,
         forcerm=True,

@@ -302,6 +302,16 @@ def test_both_emulations_get_the_kit_s_values_from_deploy_kit_env(tmp_path, monk
     assert KIT.image == f"fltest:{fltest.__version__}"  # the image's tag is the package's version
 
 
+def test_a_plain_docker_build_gets_the_arguments_fltest_deploy_passes():
+    """images.md's `docker build` without --build-arg makes fltest-deploy build's image: every default is its value."""
+    arguments = [
+        line.removeprefix("ARG ").partition("=")
+        for line in (REPO / "images" / "fltest" / "Dockerfile").read_text().splitlines()
+        if line.startswith("ARG ")
+    ]
+    assert {name: default.strip('"') for name, _, default in arguments} == images.build_args()
+
+
 def test_every_image_is_built_from_the_kit_s_debian_release_and_its_python(tmp_path):
     """deploy/kit.env's release is the base image, the Dockerfiles' default base and the lab node's; its Python
     is the one the wheelhouse downloads for and the one the base image really has."""

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
 import secrets
+import shutil
 import tarfile
+import time
 from pathlib import Path
 
 import docker
 import pytest
 
 from deploy.compose import COMPOSE_DIR, dotenv_value
-from deploy.images import build_fltest_image, build_tags, copy_build_context, dangling_image_ids, remove_build
+from deploy.images import IMAGE, build_fltest_image, build_tags, copy_build_context, dangling_image_ids, remove_build
 from deploy.kit import KIT
 from deploy.pki.supernode_keys import PRIVATE_NAME, ensure_key
 from tests.conftest import REPO
+from tests.doc_blocks import doc_block, run_block, user_checkout
 from tests.docker.streams import find_in_stream, private_key_markers
 
 pytestmark = pytest.mark.docker
@@ -148,3 +153,44 @@ def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest
         assert find_in_stream(rebuilt.save(named=True), markers) == []
     finally:
         remove_build(docker_client, REBUILD_TAG)
+
+
+def test_the_images_page_s_offline_build_makes_fltest_deploy_build_s_image(
+    docker_client, fltest_image, tier_report, tmp_path
+):
+    """images.md's three commands as written, from a copy of the checkout whose wheelhouse lacks one wheel: the base
+    image is there (nothing to do), fill-wheelhouse.sh fetches the missing wheel alone and says so in its last line,
+    and the plain ``docker build`` makes the image fltest-deploy build made (every layer from its cache: the tag does
+    not move)."""
+    if shutil.which("sudo") is None:
+        pytest.skip("the page's first command uses sudo, which is not installed here (.ci/run installs it)")
+    checkout = user_checkout(tmp_path / "fltest")
+    wheels = sorted((REPO / "wheelhouse").glob("*.whl"), key=lambda wheel: wheel.stat().st_size)
+    missing, *present = wheels  # the smallest is missing
+    (checkout / "wheelhouse").mkdir()
+    for wheel in present:
+        os.link(wheel, checkout / "wheelhouse" / wheel.name)
+    untagged = dangling_image_ids(docker_client)
+    start = time.monotonic()
+    try:
+        result = run_block(doc_block("images/offline"), cwd=checkout, timeout=1800)
+        tier_report(f"images.md: images/offline: exit {result.returncode} ({time.monotonic() - start:.0f} s)")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert f"image {KIT.base_image} already exists; nothing to do" in result.stderr, result.stderr[-3000:]
+        (filled,) = [line for line in result.stdout.splitlines() if line.startswith("wheelhouse: ")]
+        assert re.fullmatch(
+            rf"wheelhouse: {checkout}/wheelhouse \(CPython {KIT.image_python}, {len(wheels)} wheels, \S+;"
+            r" missing wheels fetched from PyPI\)",
+            filled,
+        ), filled  # the one missing fetched, nothing more
+        assert (checkout / "wheelhouse" / missing.name).read_bytes() == missing.read_bytes()
+        assert docker_client.images.get(IMAGE).id == fltest_image.id, result.stdout[-3000:]
+    finally:
+        if docker_client.images.get(IMAGE).id != fltest_image.id:  # the tag moved: back to the tier's image
+            built = docker_client.images.get(IMAGE)
+            fltest_image.tag(IMAGE)
+            docker_client.images.remove(built.id, force=True)
+        for left in dangling_image_ids(docker_client) - untagged:  # a failed step's image, and its container
+            for container in docker_client.containers.list(all=True, filters={"ancestor": left}):
+                container.remove(force=True)
+            docker_client.images.remove(left, force=True)

@@ -93,6 +93,13 @@ BUGS = (
         "    if shapes is None:",
         ("tests/test_model_module.py::test_a_train_returning_other_shapes_fails_the_run_naming_them",),
     ),
+    Bug(
+        "a plain docker build without the kit's user",
+        "images/fltest/Dockerfile",
+        "ARG FLTEST_UID=10001\n",
+        "ARG FLTEST_UID\n",
+        ("tests/test_deploy.py::test_a_plain_docker_build_gets_the_arguments_fltest_deploy_passes",),
+    ),
 )
 
 
