@@ -63,6 +63,20 @@ def doc_block(block_id: str) -> str:
     return text
 
 
+def block_steps(text: str) -> list[str]:
+    """A block's commands one at a time, each after the block's ``cd`` lines above it: run in order, they do what
+    the block does, and a test can look between them (what ``--check`` left, a run's end before the next line)."""
+    steps, directories = [], []
+    for line in re.sub(r"\\\n", "", text).splitlines():  # a line continued with a backslash is one command
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line.startswith("cd "):
+            directories.append(line)
+        else:
+            steps.append("\n".join([*directories, line]))
+    return steps
+
+
 def readme_command(heading: str) -> str:
     """The one line of the README's first ``bash`` block under ``## <heading>``, as a user copies it."""
     section = (REPO / "README.md").read_text().split(f"## {heading}\n", 1)[1]

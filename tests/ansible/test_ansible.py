@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +23,9 @@ import yaml
 
 from deploy.images import one_build_at_a_time
 from deploy.kit import KIT
-from tests.conformance import assert_conforms
+from tests.conformance import TOLERANCE, assert_conforms
 from tests.control_probe import PROBE, check_refusals, probes
+from tests.doc_blocks import block_steps, doc_block, run_block, user_checkout
 
 pytestmark = pytest.mark.ansible
 
@@ -73,11 +75,11 @@ def tool(name: str) -> str:
     return str(path)
 
 
-def ansible_env(tmp: Path) -> dict[str, str]:
+def ansible_env(home: Path) -> dict[str, str]:
+    """The environment a user runs ansible-playbook in, with ``home`` as HOME (where ``~/.fltest/<lab>`` is)."""
     return {
         **os.environ,
-        "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-local"),
+        "HOME": str(home),
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
         "PATH": f"{BIN}:{os.environ['PATH']}",
@@ -147,9 +149,9 @@ class Stages:
         self.timings[stage] = seconds
         self.report(f"{stage}: {outcome} ({seconds:.0f} s)")
 
-    def play(self, tmp: Path, name: str, *args: str, stage: str = "") -> subprocess.CompletedProcess:
+    def play(self, lab: Path, name: str, *args: str, stage: str = "") -> subprocess.CompletedProcess:
         start = time.monotonic()
-        result = playbook(tmp, name, *args)
+        result = playbook(lab, name, *args)
         changed = sum(row.get("changed", 0) for row in recap_rows(result.stdout).values())
         self.done(
             stage or " ".join((name, *args)), f"rc={result.returncode} changed={changed}", time.monotonic() - start
@@ -199,19 +201,22 @@ def engine_answers() -> bool:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, fltest_image, progress):
-    """Two emulated nodes reachable over SSH (Debian with no Docker yet), an inventory for them, torn down afterwards."""
+    """Two emulated nodes reachable over SSH (Debian with no Docker yet), and the user's inventory for them: a copy of
+    the checkout (the repository as a user has it) where first-lab.md's inventory block made ``inventory/mylab``, with
+    an ``$EDITOR`` that makes the page's edits. Yields that inventory folder; torn down afterwards."""
     if not engine_answers():
         pytest.skip("no Docker engine answers (docker version failed)")
     report = functools.partial(progress, TIER)
     for name in NODES:  # a run killed earlier may have left them (and they would hold the node image)
         docker("rm", "--force", "--volumes", f"fltest-ansible-{name}", check=False)
     build_node_image(report)
-    tmp = tmp_path_factory.mktemp(
-        f"fltest-e2e-{secrets.token_hex(3)}"
-    )  # also the inventory's folder: its name names the lab
+    tmp = tmp_path_factory.mktemp(f"fltest-e2e-{secrets.token_hex(3)}")
     os.chmod(tmp, 0o700)
     key = tmp / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    checkout = user_checkout(tmp / "fltest")
+    inventory = checkout / "ansible" / "inventory" / "mylab"
+    home_of(inventory).mkdir(mode=0o700)
     docker("tag", SOURCE_IMAGE, TEST_IMAGE)
     docker("network", "rm", NETWORK, check=False)
     docker("network", "create", "--subnet", SUBNET, NETWORK)
@@ -233,16 +238,22 @@ def lab(tmp_path_factory, fltest_image, progress):
                 f"{key}.pub:/root/.ssh/authorized_keys.mounted:ro",
                 NODE_IMAGE,
             )
-        user_inventory(tmp, key)
+        made = run_block(
+            doc_block("first-lab/inventory"),
+            cwd=checkout,
+            env={**ansible_env(home_of(inventory)), "EDITOR": inventory_editor(tmp, key)},
+        )
+        report(f"first-lab.md: first-lab/inventory: exit {made.returncode}")
+        assert made.returncode == 0, made.stdout + made.stderr
         start = time.monotonic()
         while time.monotonic() < start + 60 and not all(sshd_answers(ip) for ip in NODES.values()):
             time.sleep(1)
         up = [name for name, ip in NODES.items() if sshd_answers(ip)]
         report(f"nodes up: {len(up)} of {len(NODES)} answer on SSH ({time.monotonic() - start:.0f} s)")
-        yield tmp
+        yield inventory
     finally:
-        if (tmp / "hosts.yml").exists():
-            Stages(report).play(tmp, "teardown.yml")
+        if (inventory / "hosts.yml").exists():
+            Stages(report).play(inventory, "teardown.yml")
         for name in NODES:
             docker("rm", "--force", "--volumes", f"fltest-ansible-{name}", check=False)
         docker("network", "rm", NETWORK, check=False)
@@ -255,50 +266,78 @@ def lab(tmp_path_factory, fltest_image, progress):
                         except OSError:
                             pass
         docker("image", "rm", TEST_IMAGE, check=False)  # the tag only; the image stays
-        shutil.rmtree(controller_dir(tmp), ignore_errors=True)  # the Ray token, the CA, image archives
-        shutil.rmtree(tmp, ignore_errors=True)  # the SSH key, the inventory
+        shutil.rmtree(tmp, ignore_errors=True)  # the SSH key, the checkout and its inventory, the controller's files
 
 
-def user_inventory(lab: Path, key: Path) -> None:
-    """The inventory as the README tells a user to make it: a copy of inventory/sample, its hosts and login edited.
+# first-lab.md's edits, as a user makes them in $EDITOR: the hosts of the two nodes, the login key and known hosts,
+# the image under test. Run as ``$EDITOR hosts.yml group_vars/all.yml`` (the page's line); its settings are in
+# editor.json beside it (the shell splits $EDITOR on spaces: no argument of its own could hold them).
+EDITOR = r"""
+import json, sys
+from pathlib import Path
+import yaml
 
-    Its folder, ``lab``, names the lab: the controller keeps its files in ``~/.fltest/<lab's name>`` by default.
-    """
-    shutil.copytree(ANSIBLE / "inventory" / "sample", lab, dirs_exist_ok=True)
-    hosts = yaml.safe_load((lab / "hosts.yml").read_text())
-    head, worker = NODES
-    hosts["all"]["children"] = {
-        "ray_head": {"hosts": {head: {"ansible_host": NODES[head], "cluster_ip": NODES[head], "ray_num_cpus": 1}}},
-        "ray_workers": {
-            "hosts": {worker: {"ansible_host": NODES[worker], "cluster_ip": NODES[worker], "ray_num_cpus": 1}}
-        },
-        "superlink": {"hosts": {}},
-        "supernodes": {"hosts": {}},
-    }
-    (lab / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    settings = lab / "group_vars" / "all.yml"
-    sample_key_line = "# ansible_ssh_private_key_file: ~/.ssh/fltest_lab\n"  # first-lab.md: the user sets this line
-    assert sample_key_line in settings.read_text()
-    settings.write_text(settings.read_text().replace(sample_key_line, f"ansible_ssh_private_key_file: {key}\n"))
-    with settings.open("a") as more:  # this lab's known hosts and the image under test
-        more.write(
-            f"ansible_ssh_common_args: -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={lab / 'known_hosts'}\n"
-            f"fltest_image: {TEST_IMAGE}\n"
+nodes, key, known_hosts, image = json.loads((Path(__file__).parent / "editor.json").read_text())
+for path in map(Path, sys.argv[1:]):
+    if path.name == "hosts.yml":
+        hosts = yaml.safe_load(path.read_text())
+        head, worker = nodes
+        hosts["all"]["children"] = {
+            "ray_head": {"hosts": {head: {"ansible_host": nodes[head], "cluster_ip": nodes[head], "ray_num_cpus": 1}}},
+            "ray_workers": {"hosts": {worker: {"ansible_host": nodes[worker], "cluster_ip": nodes[worker], "ray_num_cpus": 1}}},
+            "superlink": {"hosts": {}},
+            "supernodes": {"hosts": {}},
+        }
+        path.write_text(yaml.safe_dump(hosts))
+    else:
+        sample_key_line = "# ansible_ssh_private_key_file: ~/.ssh/fltest_lab\n"  # the page: set this line
+        text = path.read_text()
+        if sample_key_line not in text:
+            sys.exit(f"{path}: no line {sample_key_line!r} to edit")
+        path.write_text(
+            text.replace(sample_key_line, f"ansible_ssh_private_key_file: {key}\n")
+            + f"ansible_ssh_common_args: -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={known_hosts}\n"
+            + f"fltest_image: {image}\n"
         )
+"""
+
+
+def inventory_editor(tmp: Path, key: Path) -> str:
+    """An ``$EDITOR`` command that makes first-lab.md's edits to the files it is given."""
+    script = tmp / "editor.py"
+    script.write_text(EDITOR)
+    (tmp / "editor.json").write_text(json.dumps([NODES, str(key), str(tmp / "known_hosts"), TEST_IMAGE]))
+    return f"{sys.executable} {script}"
+
+
+def checkout_of(lab: Path) -> Path:
+    """The user's copy of the repository that holds the lab's inventory folder ``lab`` (``ansible/inventory/<lab>``)."""
+    return lab.parents[2]
+
+
+def home_of(lab: Path) -> Path:
+    """The HOME of the user who runs the lab's playbooks: beside their checkout."""
+    return lab.parents[3] / "home"
 
 
 def controller_dir(lab: Path) -> Path:
     """Where the controller keeps the lab's token, CA, keys and archives: the sample's default, ~/.fltest/<inventory name>."""
-    return Path.home() / ".fltest" / lab.name
+    return home_of(lab) / ".fltest" / lab.name
 
 
-def playbook(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+def playbook_command(lab: Path, name: str, *args: str) -> list[str]:
+    """``ansible-playbook -i inventory/<lab>/hosts.yml <name> <args>``, as the pages write it (run in ``ansible/``)."""
+    return [tool("ansible-playbook"), "-i", f"inventory/{lab.name}/hosts.yml", name, *args]
+
+
+def playbook(lab: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """Run a playbook of the user's checkout on the lab, as a user does from its ``ansible/`` folder."""
     return subprocess.run(
-        [tool("ansible-playbook"), "-i", str(tmp / "hosts.yml"), name, *args],
-        cwd=ANSIBLE,
+        playbook_command(lab, name, *args),
+        cwd=checkout_of(lab) / "ansible",
         capture_output=True,
         text=True,
-        env=ansible_env(tmp),
+        env=ansible_env(home_of(lab)),
     )
 
 
@@ -307,9 +346,9 @@ def run_vars(config: Path, results: Path) -> list[str]:
     return ["-e", f"fltest_run_config={config}", "-e", f"fltest_run_results_dir={results}"]
 
 
-def run_yml(tmp: Path, config: Path, results: Path) -> subprocess.CompletedProcess:
+def run_yml(lab: Path, config: Path, results: Path) -> subprocess.CompletedProcess:
     """run.yml with ``config``, its results fetched into ``results``."""
-    return playbook(tmp, "run.yml", *run_vars(config, results))
+    return playbook(lab, "run.yml", *run_vars(config, results))
 
 
 # The rounds of a run a stage stops: more than any stage lasts. 300 rounds (about 0.2 s each here) once ended by
@@ -441,64 +480,65 @@ def test_a_node_of_an_unsupported_os_release_fails_cluster_yml_in_one_line_befor
     assert "fltest_docker : Look for the docker CLI" not in refused.stdout  # the check is the first task
 
 
+def page_steps(lab: Path, stages: Stages, block_id: str, folder: str = "") -> Iterator[subprocess.CompletedProcess]:
+    """Run a page's block one command at a time (tests/doc_blocks.py's block_steps) in the user's checkout, or its
+    ``folder`` (where the page left the reader), as the lab's user; yields each command's outcome once it ran."""
+    for number, step in enumerate(block_steps(doc_block(block_id)), start=1):
+        start = time.monotonic()
+        result = run_block(step, cwd=checkout_of(lab) / folder, env=ansible_env(home_of(lab)), timeout=1800)
+        changed = sum(row.get("changed", 0) for row in recap_rows(result.stdout).values())
+        stages.done(f"{block_id} ({number})", f"rc={result.returncode} changed={changed}", time.monotonic() - start)
+        yield result
+
+
 def test_end_to_end(lab, stages):
-    fresh = stages.play(lab, "cluster.yml", "--check", stage="cluster.yml --check (fresh nodes)")
-    assert fresh.returncode == 0, fresh.stdout[-6000:] + fresh.stderr[-3000:]
+    """first-lab.md's deploy block on fresh nodes, then what a lab's life brings: a second run, --limit, --tags, a
+    new token, the page's run block, refusals, Ctrl-C, a killed run.yml, a setting changed (upgrading.md's block),
+    a node removed and added back, a stopped and a killed node."""
+    deploy = page_steps(lab, stages, "first-lab/cluster")
+    check = next(deploy)  # cluster.yml --check on fresh nodes
+    assert check.returncode == 0, check.stdout[-6000:] + check.stderr[-3000:]
     assert all(node_state(name) == (False, False) for name in NODES), "--check changed a node"
     # What the first run will do is reported as changes, not as skipped tasks.
     for task in (
         "fltest_images : Report the image loads that --check skips",
         "fltest_container : Report the container start that --check skips",
     ):
-        outcomes = task_outcomes(fresh.stdout, task)
-        assert all(outcomes.get(name) == {"changed"} for name in NODES), (task, outcomes, fresh.stdout[-6000:])
-    assert all(row["changed"] > 0 for row in recap(fresh.stdout).values())
+        outcomes = task_outcomes(check.stdout, task)
+        assert all(outcomes.get(name) == {"changed"} for name in NODES), (task, outcomes, check.stdout[-6000:])
+    assert all(row["changed"] > 0 for row in recap(check.stdout).values())
 
-    # The first run knows the head only; the worker is then added to the inventory, as a sysadmin adds a node.
-    full_inventory = (lab / "hosts.yml").read_text()
-    head_only = yaml.safe_load(full_inventory)
-    head_only["all"]["children"]["ray_workers"] = {"hosts": {}}
-    (lab / "hosts.yml").write_text(yaml.safe_dump(head_only))
-    first = stages.play(lab, "cluster.yml", stage="cluster.yml first run (the head only)")
-    (lab / "hosts.yml").write_text(full_inventory)
+    first = next(deploy)
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
-    assert "Ray cluster ready: 1 nodes, 1 CPUs" in first.stdout
+    assert "Ray cluster ready: 2 nodes, 2 CPUs" in first.stdout
     outcomes = task_outcomes(first.stdout, "fltest_images : Report the image loads that --check skips")
-    assert outcomes.get("e2e-head") == {"skipping"}, (
-        outcomes,
-        first.stdout[-6000:],
-    )  # played, and reports nothing outside --check
-    assert node_state("e2e-worker") == (False, False), "a node outside the inventory was touched"
-    added = stages.play(lab, "cluster.yml", stage="cluster.yml (a worker added to the inventory)")
-    assert added.returncode == 0, added.stdout[-6000:] + added.stderr[-3000:]
-    assert "Ray cluster ready: 2 nodes, 2 CPUs" in added.stdout
-    rows = recap(added.stdout)
-    assert rows["e2e-head"]["changed"] == 0 and rows["e2e-worker"]["changed"] > 0, added.stdout[-6000:]
-    # The image reached the head from the controller in the first run and the worker from the head (the relay) now:
-    # one archive through the controller's uplink, whatever the number of nodes.
+    assert outcomes == {name: {"skipping"} for name in NODES}, (outcomes, first.stdout[-6000:])  # --check's only
+    # The image went from the controller to the head only, and from the head (the relay) to the worker: one archive
+    # through the controller's uplink, whatever the number of nodes.
     sent = task_outcomes(
         first.stdout, "fltest_images : Send the relay the other archives from the controller, once each"
     )
-    assert sent.get("e2e-head") == {"changed"}, (sent, first.stdout[-6000:])
-    assert "changed" not in set().union(
-        *task_outcomes(
-            added.stdout, "fltest_images : Send the relay the other archives from the controller, once each"
-        ).values()
-    )
-    fetched = task_outcomes(added.stdout, "fltest_images : Fetch the image archive from the relay")
-    assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, added.stdout[-6000:])
+    assert sent == {"e2e-head": {"changed"}}, (sent, first.stdout[-6000:])
+    fetched = task_outcomes(first.stdout, "fltest_images : Fetch the image archive from the relay")
+    assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, first.stdout[-6000:])
     for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
         installed = docker(
             "exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io"
         ).stdout
         assert installed == "install ok installed", (name, installed)
         assert "Docker is running" in docker("exec", f"fltest-ansible-{name}", "service", "docker", "status").stdout
+    rows = recap(first.stdout)
     assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in rows.values())
     for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker")):
         assert_hardened(name, container)
     token = docker("exec", "fltest-ansible-e2e-head", "stat", "-c", "%a %u", "/etc/fltest/ray_token").stdout.split()
     assert token == ["600", "10001"]
-    assert "ray_token" not in os.listdir(ANSIBLE)
+    assert "ray_token" not in os.listdir(checkout_of(lab) / "ansible")
+    assert (controller_dir(lab) / "ray_token").is_file()  # first-lab.md: ~/.fltest/<inventory name>, by default
+
+    whole = next(deploy)  # status.yml
+    assert whole.returncode == 0, whole.stdout[-6000:]
+    assert "cluster whole: 2 Ray nodes alive (2 CPUs)" in whole.stdout, whole.stdout[-6000:]
 
     # -vvv prints every task's arguments and results: the token must stay out of them (no_log).
     second = stages.play(lab, "cluster.yml", "-vvv", stage="cluster.yml second run (-vvv)")
@@ -576,21 +616,20 @@ def test_end_to_end(lab, stages):
         assert restarted != started[name], f"{container} on {name} kept running with the old token"
     assert old_secret not in rotated.stdout and new_secret not in rotated.stdout
 
-    config = experiment(lab / "experiment")
-    results = lab / "results"
-    run = stages.play(
-        lab,
-        "run.yml",
-        *run_vars(config, results),
-        stage="run.yml (reference and Flower on Ray)",
-    )
+    # first-lab.md's run block: the shipped example, its results in the checkout's results/ (the page's $PWD/..).
+    (run,) = page_steps(lab, stages, "first-lab/run", folder="ansible")
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
+    page_results = checkout_of(lab) / "results"
     # The results folder named is the controller's; the head's staged copy is gone by the time the play ends.
     said = re.findall(r'"msg": "results: (.*)"', run.stdout) + re.findall(r'^\s+"results: (.*)",?$', run.stdout, re.M)
-    assert said == [f"{results}/ansible-e2e (on the controller)"], run.stdout[-4000:]
-    summary = results / "ansible-e2e"
-    assert summary.is_dir() and any(summary.rglob("*.json")), sorted(p.name for p in results.rglob("*"))
-    assert owners(results) == {os.getuid()}, (
+    assert said == [f"{page_results}/digits-cluster (on the controller)"], run.stdout[-4000:]
+    experiment_dir = page_results / "digits-cluster"
+    summary = json.loads((experiment_dir / "flower" / "summary.json").read_text())
+    assert summary["status"] == "completed" and set(summary["client_hosts"]) == set(NODES), summary  # on both nodes
+    assert (experiment_dir / "report.png").is_file()
+    comparison = {row["run"]: row for row in json.loads((experiment_dir / "comparison.json").read_text())["runs"]}
+    assert comparison["flower"]["max_param_diff_vs_reference"] <= TOLERANCE, comparison["flower"]
+    assert owners(page_results) == {os.getuid()}, (
         "results not owned by the user who ran ansible-playbook (10001 is the head's user)"
     )
     for name in NODES:  # the staged folder is gone from every node
@@ -601,6 +640,8 @@ def test_end_to_end(lab, stages):
     for output in (first.stdout, second.stdout, run.stdout):
         assert secret not in output and new_secret not in output
 
+    config = experiment(lab / "experiment")
+    results = lab / "results"
     # A Ray config whose hooks module is not beside it is refused on the controller, naming the user's file, before
     # anything reaches a node.
     unshipped = lab / "unshipped"
@@ -678,24 +719,34 @@ def test_end_to_end(lab, stages):
     assert runs_in_head() == [] and staged_folders() == {name: [] for name in NODES}
     assert owners(rescued) == {os.getuid()}
 
-    # A Ray container whose settings changed is replaced gracefully: stopped with SIGTERM (Ray drains
-    # the node) before it is removed, never killed with SIGKILL.
-    since = docker("exec", "fltest-ansible-e2e-worker", "date", "+%s").stdout.strip()
-    replaced = stages.play(
-        lab,
-        "cluster.yml",
-        "--limit",
-        "e2e-worker",
-        "-e",
-        "fltest_ray_pids_limit=4000",
-        stage="cluster.yml (worker's settings changed)",
-    )
-    assert replaced.returncode == 0 and recap(replaced.stdout)["e2e-worker"]["changed"] > 0, replaced.stdout[-6000:]
-    events = stop_events("e2e-worker", "fltest-ray-worker", since)
-    signals = [e["Actor"]["Attributes"].get("signal") for e in events if e["Action"] == "kill"]
-    exits = [e["Actor"]["Attributes"].get("exitCode") for e in events if e["Action"] == "die"]
-    assert signals == ["15"] and exits and "137" not in exits, (signals, exits)  # SIGTERM, and no SIGKILL after it
-    assert assert_hardened("e2e-worker", "fltest-ray-worker")["PidsLimit"] == 4000
+    # upgrading.md's lab block after a role setting changed in the inventory: --check says what would change and
+    # changes nothing; cluster.yml replaces each Ray container gracefully (SIGTERM, so Ray drains the node, never
+    # SIGKILL); status.yml finds the cluster whole.
+    settings = lab / "group_vars" / "all.yml"
+    settings.write_text(settings.read_text() + "fltest_ray_pids_limit: 4000\n")
+    ray_containers = dict(zip(NODES, ("fltest-ray-head", "fltest-ray-worker")))
+    before = {name: container_id(name, container) for name, container in ray_containers.items()}
+    since = {name: docker("exec", f"fltest-ansible-{name}", "date", "+%s").stdout.strip() for name in NODES}
+    upgrade = page_steps(lab, stages, "upgrading/lab")
+    would = next(upgrade)
+    assert would.returncode == 0 and all(row["changed"] > 0 for row in recap(would.stdout).values()), would.stdout[
+        -6000:
+    ]
+    assert {name: container_id(name, container) for name, container in ray_containers.items()} == before
+    replaced = next(upgrade)
+    assert replaced.returncode == 0, replaced.stdout[-6000:]
+    assert "Ray cluster ready: 2 nodes, 2 CPUs" in replaced.stdout, replaced.stdout[-6000:]
+    for name, container in ray_containers.items():
+        assert container_id(name, container) != before[name], f"{container} on {name} kept its old settings"
+        events = stop_events(name, container, since[name])
+        signals = [e["Actor"]["Attributes"].get("signal") for e in events if e["Action"] == "kill"]
+        exits = [e["Actor"]["Attributes"].get("exitCode") for e in events if e["Action"] == "die"]
+        assert signals == ["15"] and exits and "137" not in exits, (name, signals, exits)  # SIGTERM, no SIGKILL after
+        assert assert_hardened(name, container)["PidsLimit"] == 4000
+    upgraded = next(upgrade)
+    assert upgraded.returncode == 0 and "cluster whole: 2 Ray nodes alive (2 CPUs)" in upgraded.stdout, upgraded.stdout[
+        -6000:
+    ]
 
     # One node's Ray container stopped: status.yml fails naming that node only.
     docker("exec", "fltest-ansible-e2e-worker", "docker", "stop", "--time", "45", "fltest-ray-worker")
@@ -719,20 +770,50 @@ def test_end_to_end(lab, stages):
     serving = [n["start"] for n in live_ray_nodes() if n["ip"] == NODES["e2e-worker"]]
     assert serving == [ray_node_start("e2e-worker")] and killed_start not in serving, (killed_start, serving)
 
+    # faults.md: a node removed (teardown.yml --limit, its image too), then deleted from the inventory; added back,
+    # only it changes, and its image comes from the head (the relay), not from the controller.
+    head_container = container_id("e2e-head", "fltest-ray-head")
+    removed = stages.play(
+        lab,
+        "teardown.yml",
+        "--limit",
+        "e2e-worker",
+        "-e",
+        "fltest_teardown_images=true",
+        stage="teardown.yml --limit e2e-worker (its image too)",
+    )
+    assert removed.returncode == 0 and set(recap(removed.stdout)) == {"e2e-worker"}, removed.stdout[-6000:]
+    assert docker("exec", "fltest-ansible-e2e-worker", "docker", "ps", "--all", "--quiet").stdout.split() == []
+    assert node_state("e2e-worker") == (True, False)  # Docker stays; /etc/fltest is gone
+    assert image_ids("e2e-worker") == set(), "fltest_teardown_images=true left the image"
+    assert container_id("e2e-head", "fltest-ray-head") == head_container and image_ids("e2e-head")
+    full_inventory = (lab / "hosts.yml").read_text()
+    without = yaml.safe_load(full_inventory)
+    without["all"]["children"]["ray_workers"] = {"hosts": {}}
+    (lab / "hosts.yml").write_text(yaml.safe_dump(without))
+    alone = stages.play(lab, "cluster.yml", stage="cluster.yml (the worker deleted from the inventory)")
+    assert alone.returncode == 0 and "Ray cluster ready: 1 nodes, 1 CPUs" in alone.stdout, alone.stdout[-6000:]
+    assert recap(alone.stdout)["e2e-head"]["changed"] == 0, alone.stdout[-6000:]
+    (lab / "hosts.yml").write_text(full_inventory)
+    added = stages.play(lab, "cluster.yml", stage="cluster.yml (the worker added back)")
+    assert added.returncode == 0 and "Ray cluster ready: 2 nodes, 2 CPUs" in added.stdout, added.stdout[-6000:]
+    rows = recap(added.stdout)
+    assert rows["e2e-head"]["changed"] == 0 and rows["e2e-worker"]["changed"] > 0, added.stdout[-6000:]
+    fetched = task_outcomes(added.stdout, "fltest_images : Fetch the image archive from the relay")
+    assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, added.stdout[-6000:])
+    assert "changed" not in set().union(
+        *task_outcomes(
+            added.stdout, "fltest_images : Send the relay the other archives from the controller, once each"
+        ).values()
+    )
+
 
 def start_run_yml(lab: Path, config: Path, results: Path) -> subprocess.Popen:
     """run.yml as a user starts it in a terminal: its own session (Ctrl-C reaches it alone), SIGINT handled."""
-    command = [
-        tool("ansible-playbook"),
-        "-i",
-        str(lab / "hosts.yml"),
-        "run.yml",
-        *run_vars(config, results),
-    ]
     return subprocess.Popen(
-        command,
-        cwd=ANSIBLE,
-        env=ansible_env(lab),
+        playbook_command(lab, "run.yml", *run_vars(config, results)),
+        cwd=checkout_of(lab) / "ansible",
+        env=ansible_env(home_of(lab)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -807,6 +888,19 @@ def staged_folders() -> dict[str, list[str]]:
         name: docker("exec", f"fltest-ansible-{name}", "ls", "/var/lib/fltest/work/runs", check=False).stdout.split()
         for name in NODES
     }
+
+
+def image_ids(node: str) -> set[str]:
+    """The ids of the FLTest image under test on emulated node ``node`` (empty once it was removed)."""
+    listed = docker("exec", f"fltest-ansible-{node}", "docker", "images", "--quiet", TEST_IMAGE, check=False)
+    return set(listed.stdout.split())
+
+
+def container_id(node: str, container: str) -> str:
+    """The id of ``container`` on emulated node ``node`` (a new one once it was replaced)."""
+    return docker(
+        "exec", f"fltest-ansible-{node}", "docker", "inspect", "--format", "{{.Id}}", container
+    ).stdout.strip()
 
 
 def ray_node_start(node: str) -> str:
@@ -897,13 +991,24 @@ def flower_run_status(run_id: str) -> str:
 
 
 def flower_app_through_flwr_yml(lab: Path, stages: Stages) -> str:
-    """The tests' own Flower App on the lab's federation through flwr.yml, as a user runs theirs: submitted (its run id
-    printed), followed to its end with ``flwr log``, its files (the ServerApp's final_model.npz, each ClientApp's file,
-    written in their working folders) copied to the controller; returns its run id."""
+    """own-flower-app.md's lab block with the tests' own Flower App in ``~/my-app``: submitted (its run id printed),
+    followed to its end with ``flwr log`` (the page's next sentence), listed, its files (the ServerApp's
+    final_model.npz, each ClientApp's file, written in their working folders) copied to the controller; and what
+    flwr.yml refuses. Returns the App's run id."""
     head, worker = NODES
-    submitted = stages.play(
-        lab, "flwr.yml", "-e", f"fltest_flwr_app={APP}", stage="flwr.yml: the tests' Flower App submitted"
+    shutil.copytree(APP, home_of(lab) / "my-app")
+    streamed = stages.play(
+        lab,
+        "flwr.yml",
+        "-e",
+        '{"fltest_flwr_args": ["run", ".", "fltest", "--stream"]}',
+        stage="flwr.yml: run --stream",
     )
+    assert streamed.returncode == 2 and "flwr.yml: fltest_flwr_args: flwr run --stream: " in streamed.stdout, (
+        streamed.stdout[-4000:]
+    )
+    steps = page_steps(lab, stages, "own-flower-app/lab")
+    submitted = next(steps)
     assert submitted.returncode == 0, submitted.stdout[-6000:] + submitted.stderr[-3000:]
     run_id = re.search(r"Successfully started run (\d+)", submitted.stdout).group(1)
     followed = stages.play(
@@ -918,15 +1023,11 @@ def flower_app_through_flwr_yml(lab: Path, stages: Stages) -> str:
         -6000:
     ]
     assert flower_run_status(run_id) == "finished:completed"
-    listed = stages.play(
-        lab, "flwr.yml", "-e", "fltest_flwr_args='ls fltest'", stage="flwr.yml: flwr ls, as flwr.yml's header says"
-    )
+    listed = next(steps)
     assert listed.returncode == 0 and re.search(rf"{run_id}.*finished:completed", listed.stdout), listed.stdout[-4000:]
-    files = lab / "app-files"
-    fetched = stages.play(
-        lab, "flwr.yml", "-e", f"fltest_flwr_files={files}", stage="flwr.yml: the App files to the controller"
-    )
+    fetched = next(steps)
     assert fetched.returncode == 0, fetched.stdout[-6000:]
+    files = checkout_of(lab) / "ansible" / "app-files"  # the page's $PWD/app-files
     model = np.load(files / head / "superlink" / "final_model.npz")
     assert [array.tolist() for array in model.values()] == [
         [3.0, 3.0, 3.0]
@@ -936,6 +1037,11 @@ def flower_app_through_flwr_yml(lab: Path, stages: Stages) -> str:
     ).read_text() == "round 1\nround 2\n"  # read data-path's partition 0
     assert (files / worker / "supernode" / "client-1.txt").read_text() == "round 1\nround 2\n"
     assert owners(files) == {os.getuid()}
+    failed = stages.play(lab, "flwr.yml", "-e", "fltest_flwr_args='stop 1 fltest'", stage="flwr.yml: stop of no run")
+    assert failed.returncode == 2, failed.stdout[-4000:]
+    assert re.search(r"flwr stop exited [1-9]\d* on e2e-head \(see its output above\): \S", failed.stdout), (
+        failed.stdout[-4000:]
+    )
     return run_id
 
 
@@ -1157,13 +1263,17 @@ def test_flower_experiment_on_supernodes(lab, stages):
         -6000:
     ]
 
-    # teardown.yml removes every container, the SuperLink's state volume and the node folders; a second
-    # run finds nothing left to remove (changed=0).
-    down = stages.play(lab, "teardown.yml", stage="teardown.yml")
+    # first-lab.md's teardown block removes every container, the SuperLink's state volume and the node folders;
+    # the images stay, and so does the controller's ~/.fltest/<inventory>/; a second run finds nothing left to remove.
+    (down,) = page_steps(lab, stages, "first-lab/teardown", folder="ansible")
     assert down.returncode == 0 and recap(down.stdout)[head]["changed"] > 0, down.stdout[-6000:]
     for name in NODES:
         assert docker("exec", f"fltest-ansible-{name}", "docker", "ps", "--all", "--quiet").stdout.split() == [], name
         assert node_state(name) == (True, False), name  # Docker stays; /etc/fltest (token, TLS, keys) is gone
+        assert image_ids(name), f"the teardown removed the image on {name}"
+        for folder in ("/var/lib/fltest/work", "/var/lib/fltest/flower", "/var/cache/fltest/images"):
+            assert docker("exec", f"fltest-ansible-{name}", "test", "-e", folder, check=False).returncode == 1, folder
+    assert (controller / "ray_token").is_file() and (controller / "flower" / "tls" / "ca.crt").is_file()
     for name in NODES:  # the SuperLink's state and App files volumes, each SuperNode's App files volume
         assert (
             docker(
