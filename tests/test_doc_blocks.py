@@ -20,25 +20,7 @@ NOT_RUN = [
     ("docs/how-to/supernodes-elsewhere.md", "a SuperLink on another machine (superlink.example.org)"),
     ("docs/how-to/upgrading.md", "git pull needs the project's remote"),
 ]
-# Blocks that can run here and that no test runs as written yet (issue 40 stays open for them): a test that
-# starts running one takes it off this list.
-NOT_YET = {
-    "first-lab/inventory",
-    "first-lab/cluster",
-    "first-lab/run",
-    "first-lab/teardown",
-    "images/offline",
-    "own-flower-app/lab",
-    "upgrading/up",
-    "upgrading/lab",
-}
 RUNNERS = sorted(path for path in (REPO / "tests").rglob("*.py") if path.name != "doc_blocks.py")
-
-
-def _source(path) -> str:
-    """A test file's text; this one's without the list above."""
-    text = path.read_text()
-    return re.sub(r"(?ms)^NOT_YET = \{.*?^\}", "", text) if path.name == "test_doc_blocks.py" else text
 
 
 def _commands(text: str) -> list[str]:
@@ -58,9 +40,9 @@ def test_the_blocks_not_run_here_are_these():
 def test_every_block_is_run_by_a_test_that_names_it():
     ids = [block.value for block in doc_blocks() if block.kind == "block"]
     assert len(ids) == len(set(ids)), ids
-    sources = {path: _source(path) for path in RUNNERS}
+    sources = {path: path.read_text() for path in RUNNERS}
     runners = {block_id: [path.name for path, text in sources.items() if f'"{block_id}"' in text] for block_id in ids}
-    assert {block_id for block_id, names in runners.items() if not names} == NOT_YET, runners
+    assert [block_id for block_id, names in runners.items() if not names] == [], runners
 
 
 def test_readme_command_1_is_the_first_experiment_s_install_and_run():

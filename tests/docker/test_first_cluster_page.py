@@ -1,9 +1,10 @@
 """docs/tutorials/first-cluster.md as a newcomer follows it: each block as written, in the page's order, from a
-copy of the checkout (tests/doc_blocks.py), against the real engine.
+copy of the checkout (tests/doc_blocks.py), against the real engine; and upgrading.md's blocks for the emulation.
 
-The kit's state goes where the settings the pages name put it: the test's own compose projects (a developer's
-own emulation is left alone) and the copy's ``compose/secrets/`` and ``compose/.generated/``, which the page's
-relative paths (the dashboard's token, the example's CA) then find.
+The pages' commands name no project, so they run the default compose projects (``fltest``, ``fltest-flower``):
+where a developer's own emulation holds them, the tests skip (CI's engine starts empty). The kit's files go to the
+copy's ``compose/secrets/`` and ``compose/.generated/``, which the page's relative paths (the dashboard's token,
+the example's CA) then find.
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ from deploy.images import IMAGE
 from deploy.kit import KIT
 from deploy.ray_emulation.project import HEAD_SERVICE, RayEmulation
 from tests.conformance import TOLERANCE
-from tests.doc_blocks import doc_block, run_block, user_checkout
+from tests.doc_blocks import block_steps, doc_block, run_block, user_checkout
 from tests.docker.hardening import assert_hardened
 from tests.network import host_addresses
 
 pytestmark = pytest.mark.docker
 
-RAY_PROJECT = "fltest-test-page"
-FLOWER_PROJECT = "fltest-test-page-flower"
 DASHBOARD = "http://127.0.0.1:8265/api/jobs/"  # the page's: compose/.env's RAY_DASHBOARD_PORT
 BLOCK_TIMEOUT_S = 900  # a block's commands together, on a loaded host (each command has its own bound too)
 
@@ -40,14 +39,27 @@ def checkout(tmp_path_factory):
     return user_checkout(tmp_path_factory.mktemp("page") / "fltest")
 
 
+@pytest.fixture(scope="module")
+def default_projects(docker_client):
+    """The default compose projects the pages' commands use, when nothing holds them yet (else the test skips)."""
+    held = [
+        project.name
+        for project in (RayEmulation(), FlowerFederation(client=docker_client))
+        if project.leftovers(docker_client)
+    ]
+    if held:
+        pytest.skip(
+            f"the pages' commands use the default compose projects, and {', '.join(held)} holds containers here"
+        )
+
+
 def _ray_settings(folder) -> dict[str, str]:
-    return {"COMPOSE_PROJECT_NAME": RAY_PROJECT, "RAY_TOKEN_FILE": str(folder / "compose" / "secrets" / "ray_token")}
+    return {"RAY_TOKEN_FILE": str(folder / "compose" / "secrets" / "ray_token")}
 
 
 def _flower_settings(folder) -> dict[str, str]:
     compose = folder / "compose"
     return {
-        "COMPOSE_PROJECT_NAME": FLOWER_PROJECT,
         "FLOWER_TLS_DIR": str(compose / "secrets" / "flower" / "tls"),
         "FLOWER_KEYS_DIR": str(compose / "secrets" / "flower" / "keys"),
         "FLOWER_DATA_DIR": str(compose / ".generated" / "partitions"),
@@ -64,21 +76,22 @@ def _difference_from_reference(experiment, run: str) -> float:
     return max(row["max_param_diff_vs_reference"], *row["param_diff_per_round"])
 
 
-def _ran(block_id: str, folder, settings: dict[str, str], tier_report) -> subprocess.CompletedProcess:
-    """Run the page's block; its outcome, once it succeeded."""
+def _ran(
+    block_id: str, folder, settings: dict[str, str], tier_report, text: str | None = None
+) -> subprocess.CompletedProcess:
+    """Run the page's block (or ``text``, a step of it); its outcome, once it succeeded."""
     start = time.monotonic()
-    result = run_block(doc_block(block_id), cwd=folder, env=settings, timeout=BLOCK_TIMEOUT_S)
+    result = run_block(text or doc_block(block_id), cwd=folder, env=settings, timeout=BLOCK_TIMEOUT_S)
     tier_report(f"first-cluster.md: {block_id}: exit {result.returncode} ({time.monotonic() - start:.1f} s)")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
 
-def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_report):
+def test_the_ray_steps_of_the_page(checkout, default_projects, docker_client, fltest_image, tier_report):
     """Steps 1 to 3: build (the images are there), up and status, the dashboard behind the token on loopback
     only, the example on the cluster with its results in ./results, the logs, down with nothing left."""
     settings = _ray_settings(checkout)
-    project = RayEmulation(name=RAY_PROJECT, overrides={"RAY_TOKEN_FILE": settings["RAY_TOKEN_FILE"]})
-    project.down()  # a run killed earlier may have left it behind
+    project = RayEmulation(overrides=settings)
     try:
         built = _ran("first-cluster/build", checkout, settings, tier_report)
         assert f"base image {KIT.base_image}: present" in built.stdout + built.stderr, (
@@ -102,7 +115,7 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
             assert_hardened(container)
         head = project.head(docker_client)
         assert not head.attrs["HostConfig"]["PortBindings"]  # the head publishes nothing itself
-        assert set(head.attrs["NetworkSettings"]["Networks"]) == {f"{RAY_PROJECT}_cluster"}
+        assert set(head.attrs["NetworkSettings"]["Networks"]) == {f"{project.name}_cluster"}
         forwarder = next(c for c in containers if c.labels["com.docker.compose.service"] == "ray-dashboard")
         assert forwarder.attrs["HostConfig"]["PortBindings"] == {
             "8265/tcp": [{"HostIp": "127.0.0.1", "HostPort": "8265"}]
@@ -142,18 +155,22 @@ def test_the_ray_steps_of_the_page(checkout, docker_client, fltest_image, tier_r
         project.down()
 
 
-def test_the_flower_step_of_the_page(checkout, docker_client, fltest_image, tier_report):
-    """Step 4: prepare the shipped example, up, list, run it next to the SuperLink, down; keys and partitions stay."""
-    settings = _flower_settings(checkout)
+def test_the_flower_step_of_the_page(checkout, default_projects, docker_client, fltest_image, tier_report):
+    """Step 4: prepare the shipped example, up, list, run it next to the SuperLink, down; keys and partitions stay.
+    Before its ``down``, upgrading.md's ``up`` block (one environment for both tools): it starts the Ray emulation
+    and keeps every container of the federation, whose image and settings did not change."""
+    settings = {**_ray_settings(checkout), **_flower_settings(checkout)}
     federation = FlowerFederation(
-        name=FLOWER_PROJECT,
         generated_dir=checkout / "compose" / ".generated",
         overrides={key: value for key, value in settings.items() if key.startswith("FLOWER_")},
         client=docker_client,
     )
-    federation.down()
+    project = RayEmulation(overrides=_ray_settings(checkout))
     try:
-        output = _ran("first-cluster/flower", checkout, settings, tier_report).stderr
+        *before_down, down = block_steps(doc_block("first-cluster/flower"))
+        output = ""
+        for number, step in enumerate(before_down, start=1):
+            output += _ran(f"first-cluster/flower ({number})", checkout, settings, tier_report, text=step).stderr
         experiment = checkout / "results" / "digits-flower"
         comparison = json.loads((experiment / "comparison.json").read_text())
         runs = {run["run"]: run for run in comparison["runs"]}
@@ -162,9 +179,18 @@ def test_the_flower_step_of_the_page(checkout, docker_client, fltest_image, tier
         assert (
             "update_norm" in json.loads((experiment / "flower" / "metrics.jsonl").read_text().splitlines()[-1])["train"]
         )  # the example's hooks module travelled to the SuperNodes
+
+        kept = {c.id for c in federation.containers(docker_client)}
+        _ran("upgrading/up", checkout, settings, tier_report)
+        assert {c.id for c in federation.containers(docker_client)} == kept  # nothing changed: nothing recreated
+        assert len(project.containers(docker_client)) == 3  # the head and two workers, ready
+        project.down()
+
+        _ran("first-cluster/flower (down)", checkout, settings, tier_report, text=down)
         assert federation.leftovers(docker_client) == []
         keys = checkout / "compose" / "secrets" / "flower" / "keys"
         assert sorted(p.name for p in keys.iterdir()) == ["supernode-0", "supernode-1"]  # "keys ... stay"
     finally:
+        project.down()
         federation.down()
         shutil.rmtree(checkout / "compose" / "secrets" / "flower" / "keys", ignore_errors=True)  # no private key stays
