@@ -312,11 +312,12 @@ def copy_build_context(destination: Path) -> Path:
         shutil.copy2(REPO / name, destination / name)
     for name in CONTEXT_FOLDERS:
         shutil.copytree(REPO / name, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "wheelhouse", destination / "wheelhouse", copy_function=_link_or_copy)
+    shutil.copytree(REPO / "wheelhouse", destination / "wheelhouse", copy_function=link_or_copy)
     return destination
 
 
-def _link_or_copy(source: str, destination: str) -> None:
+def link_or_copy(source: str, destination: str) -> None:
+    """Hard-link ``source`` to ``destination`` (a wheel costs no space twice), or copy it across file systems."""
     try:
         os.link(source, destination)
     except OSError:  # another file system

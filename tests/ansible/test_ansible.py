@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,7 @@ import yaml
 
 from deploy.images import one_build_at_a_time
 from deploy.kit import KIT
+from tests.ansible import inventory_editor
 from tests.conformance import TOLERANCE, assert_conforms
 from tests.control_probe import PROBE, check_refusals, probes
 from tests.doc_blocks import block_steps, doc_block, run_block, user_checkout
@@ -150,12 +151,15 @@ class Stages:
         self.report(f"{stage}: {outcome} ({seconds:.0f} s)")
 
     def play(self, lab: Path, name: str, *args: str, stage: str = "") -> subprocess.CompletedProcess:
+        """Run a playbook on the lab as one stage."""
+        return self.run(stage or " ".join((name, *args)), functools.partial(playbook, lab, name, *args))
+
+    def run(self, stage: str, command: Callable[[], subprocess.CompletedProcess]) -> subprocess.CompletedProcess:
+        """Run ``command`` (playbooks) as one stage: its line says its exit code and the changes its recaps count."""
         start = time.monotonic()
-        result = playbook(lab, name, *args)
+        result = command()
         changed = sum(row.get("changed", 0) for row in recap_rows(result.stdout).values())
-        self.done(
-            stage or " ".join((name, *args)), f"rc={result.returncode} changed={changed}", time.monotonic() - start
-        )
+        self.done(stage, f"rc={result.returncode} changed={changed}", time.monotonic() - start)
         return result
 
 
@@ -241,7 +245,7 @@ def lab(tmp_path_factory, fltest_image, progress):
         made = run_block(
             doc_block("first-lab/inventory"),
             cwd=checkout,
-            env={**ansible_env(home_of(inventory)), "EDITOR": inventory_editor(tmp, key)},
+            env={**ansible_env(home_of(inventory)), **editor_environment(tmp, key)},
         )
         report(f"first-lab.md: first-lab/inventory: exit {made.returncode}")
         assert made.returncode == 0, made.stdout + made.stderr
@@ -269,45 +273,13 @@ def lab(tmp_path_factory, fltest_image, progress):
         shutil.rmtree(tmp, ignore_errors=True)  # the SSH key, the checkout and its inventory, the controller's files
 
 
-# first-lab.md's edits, as a user makes them in $EDITOR: the hosts of the two nodes, the login key and known hosts,
-# the image under test. Run as ``$EDITOR hosts.yml group_vars/all.yml`` (the page's line); its settings are in
-# editor.json beside it (the shell splits $EDITOR on spaces: no argument of its own could hold them).
-EDITOR = r"""
-import json, sys
-from pathlib import Path
-import yaml
-
-nodes, key, known_hosts, image = json.loads((Path(__file__).parent / "editor.json").read_text())
-for path in map(Path, sys.argv[1:]):
-    if path.name == "hosts.yml":
-        hosts = yaml.safe_load(path.read_text())
-        head, worker = nodes
-        hosts["all"]["children"] = {
-            "ray_head": {"hosts": {head: {"ansible_host": nodes[head], "cluster_ip": nodes[head], "ray_num_cpus": 1}}},
-            "ray_workers": {"hosts": {worker: {"ansible_host": nodes[worker], "cluster_ip": nodes[worker], "ray_num_cpus": 1}}},
-            "superlink": {"hosts": {}},
-            "supernodes": {"hosts": {}},
-        }
-        path.write_text(yaml.safe_dump(hosts))
-    else:
-        sample_key_line = "# ansible_ssh_private_key_file: ~/.ssh/fltest_lab\n"  # the page: set this line
-        text = path.read_text()
-        if sample_key_line not in text:
-            sys.exit(f"{path}: no line {sample_key_line!r} to edit")
-        path.write_text(
-            text.replace(sample_key_line, f"ansible_ssh_private_key_file: {key}\n")
-            + f"ansible_ssh_common_args: -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={known_hosts}\n"
-            + f"fltest_image: {image}\n"
-        )
-"""
-
-
-def inventory_editor(tmp: Path, key: Path) -> str:
-    """An ``$EDITOR`` command that makes first-lab.md's edits to the files it is given."""
-    script = tmp / "editor.py"
-    script.write_text(EDITOR)
-    (tmp / "editor.json").write_text(json.dumps([NODES, str(key), str(tmp / "known_hosts"), TEST_IMAGE]))
-    return f"{sys.executable} {script}"
+def editor_environment(tmp: Path, key: Path) -> dict[str, str]:
+    """The environment of an ``$EDITOR`` that makes first-lab.md's edits to the files it is given."""
+    settings = {"nodes": NODES, "key": str(key), "known_hosts": str(tmp / "known_hosts"), "image": TEST_IMAGE}
+    return {
+        "EDITOR": f"{sys.executable} {Path(inventory_editor.__file__)}",
+        inventory_editor.SETTINGS_VARIABLE: json.dumps(settings),
+    }
 
 
 def checkout_of(lab: Path) -> Path:
@@ -484,11 +456,10 @@ def page_steps(lab: Path, stages: Stages, block_id: str, folder: str = "") -> It
     """Run a page's block one command at a time (tests/doc_blocks.py's block_steps) in the user's checkout, or its
     ``folder`` (where the page left the reader), as the lab's user; yields each command's outcome once it ran."""
     for number, step in enumerate(block_steps(doc_block(block_id)), start=1):
-        start = time.monotonic()
-        result = run_block(step, cwd=checkout_of(lab) / folder, env=ansible_env(home_of(lab)), timeout=1800)
-        changed = sum(row.get("changed", 0) for row in recap_rows(result.stdout).values())
-        stages.done(f"{block_id} ({number})", f"rc={result.returncode} changed={changed}", time.monotonic() - start)
-        yield result
+        run = functools.partial(
+            run_block, step, cwd=checkout_of(lab) / folder, env=ansible_env(home_of(lab)), timeout=1800
+        )
+        yield stages.run(f"{block_id} ({number})", run)
 
 
 def test_end_to_end(lab, stages):

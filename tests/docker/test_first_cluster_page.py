@@ -183,8 +183,7 @@ def test_the_flower_step_of_the_page(checkout, default_projects, docker_client, 
         kept = {c.id for c in federation.containers(docker_client)}
         _ran("upgrading/up", checkout, settings, tier_report)
         assert {c.id for c in federation.containers(docker_client)} == kept  # nothing changed: nothing recreated
-        assert len(project.containers(docker_client)) == 3  # the head and two workers, ready
-        project.down()
+        assert len(project.containers(docker_client)) == 3  # the head and two workers, ready (down below)
 
         _ran("first-cluster/flower (down)", checkout, settings, tier_report, text=down)
         assert federation.leftovers(docker_client) == []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import secrets
 import shutil
@@ -16,7 +15,15 @@ import docker
 import pytest
 
 from deploy.compose import COMPOSE_DIR, dotenv_value
-from deploy.images import IMAGE, build_fltest_image, build_tags, copy_build_context, dangling_image_ids, remove_build
+from deploy.images import (
+    IMAGE,
+    build_fltest_image,
+    build_tags,
+    copy_build_context,
+    dangling_image_ids,
+    link_or_copy,
+    remove_build,
+)
 from deploy.kit import KIT
 from deploy.pki.supernode_keys import PRIVATE_NAME, ensure_key
 from tests.conftest import REPO
@@ -166,10 +173,10 @@ def test_the_images_page_s_offline_build_makes_fltest_deploy_build_s_image(
         pytest.skip("the page's first command uses sudo, which is not installed here (.ci/run installs it)")
     checkout = user_checkout(tmp_path / "fltest")
     wheels = sorted((REPO / "wheelhouse").glob("*.whl"), key=lambda wheel: wheel.stat().st_size)
-    missing, *present = wheels  # the smallest is missing
-    (checkout / "wheelhouse").mkdir()
-    for wheel in present:
-        os.link(wheel, checkout / "wheelhouse" / wheel.name)
+    missing = wheels[0]  # the smallest
+    shutil.copytree(
+        REPO / "wheelhouse", checkout / "wheelhouse", copy_function=link_or_copy, ignore=lambda _, __: [missing.name]
+    )
     untagged = dangling_image_ids(docker_client)
     start = time.monotonic()
     try:
