@@ -7,7 +7,8 @@ is recorded as ``interrupted``, the framework is stopped, and the command exits 
 
 Libraries may put their own handler in place (Ray's driver makes SIGTERM call ``sys.exit``):
 code that starts them takes :func:`stop_handlers` first and puts them back with
-:func:`restore_stop_handlers`.
+:func:`restore_stop_handlers`. What must be written whole (a round's metrics line, its model and
+the count of rounds) is written inside :func:`stop_signals_deferred`.
 """
 
 from __future__ import annotations
@@ -65,3 +66,22 @@ def stop_signals_raise() -> Iterator[None]:
         yield
     finally:
         restore_stop_handlers(before)
+
+
+@contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """Inside the block, SIGINT and SIGTERM wait: the first to arrive is raised again as the block ends, to the
+    handler it would have met, so that what the block writes is written whole. In other threads (Python runs no
+    handler there) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    before = stop_handlers()
+    restore_stop_handlers({sig: lambda signum, frame: held.append(signum) for sig in STOP_SIGNALS})
+    try:
+        yield
+    finally:
+        restore_stop_handlers(before)
+        if held:
+            signal.raise_signal(held[0])  # its handler runs here, before raise_signal returns

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from fltest import __version__
 from fltest.hooks import Metrics
+from fltest.interrupts import stop_signals_deferred
 from fltest.params import Params, save_params
 from fltest.results.files import write_json_atomic
 
@@ -83,13 +84,14 @@ class RunRecorder:
             "round_s": round(now - self._last_mark, 6),
             "elapsed_s": round(now - self._started, 6),
         }
-        self._last_mark = now
-        self._metrics_file.write(json.dumps(record, sort_keys=True) + "\n")
-        self._metrics_file.flush()
-        save_params(self.run_dir / "models" / f"round-{server_round:04d}.npz", params)
-        self.last_round = server_round
-        self.final_metrics = test_metrics
-        self._final_params = params
+        with stop_signals_deferred():  # a stop signal here waits: the line, the model and the count agree
+            self._last_mark = now
+            self._metrics_file.write(json.dumps(record, sort_keys=True) + "\n")
+            self._metrics_file.flush()
+            save_params(self.run_dir / "models" / f"round-{server_round:04d}.npz", params)
+            self.last_round = server_round
+            self.final_metrics = test_metrics
+            self._final_params = params
         if server_round > 0:
             self._bar.update(1)
             self._bar.set_postfix(accuracy=f"{test_metrics['accuracy']:.4f}")
@@ -104,7 +106,11 @@ class RunRecorder:
                 )
 
     def finish(self, status: str, error: str | None = None) -> dict[str, Any]:
-        """Close the run with ``status``; writes timings, the final model and ``summary.json``."""
+        """Close the run with ``status``; writes timings, the final model and ``summary.json`` (a stop signal waits)."""
+        with stop_signals_deferred():
+            return self._finish(status, error)
+
+    def _finish(self, status: str, error: str | None) -> dict[str, Any]:
         self._bar.close()
         self._metrics_file.close()
         if status == "completed" and self.last_round != self.rounds:
