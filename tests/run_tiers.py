@@ -3,8 +3,8 @@
 ``python -m tests.run_tiers [pytest options]`` runs, at the same time:
 
 - the docker tier, then the PyTorch image variant's tests (``-m "docker and torch"``: its 6 GB
-  build and the CNN example on its cluster), on this terminal as usual. The two sessions that build
-  and start containers the most follow each other on one line instead of running beside each other;
+  build and the CNN example on its cluster), their lines as pytest prints them. The two sessions that
+  build and start containers the most follow each other on one line instead of running beside each other;
 - the tiers without Docker (fast, ray, nvflare, torch), their lines printed with ``[beside] `` in
   front. They need no image. After them, on the same line, the pythons tier (``-m pythons``): README
   command 1 and the fast tier on a Debian 13 container (Python 3.13), constraints.txt resolved for
@@ -14,6 +14,7 @@
   built), then spends most of its time waiting on its emulated nodes (apt, image loads over SSH,
   containers starting): beside the other two it no longer waits for the tiers without Docker first.
 
+Every line a session prints is written whole (no session's partial line runs into another's).
 Every session reports its skips and failures (``-ra``) and its 30 slowest tests (where the next
 minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every session too; markers
 (``-m``) do not belong here: run ``python -m pytest -m <tier>`` for one tier. The exit code is the
@@ -31,11 +32,13 @@ from typing import TextIO
 
 # The fast tier: what needs neither Ray, NVFlare, PyTorch nor a Docker engine (the pythons tier runs it on Python 3.13).
 FAST_TIER = "not ray and not docker and not ansible and not nvflare and not torch and not pythons"
-IN_TURN = [["-m", "docker and not torch"], ["-m", "docker and torch"]]  # on this terminal, one after the other
-PREFIXED = {
+# Each line of sessions runs beside the others, its sessions one after the other; the key goes before every line
+# its sessions print. The docker line's two sessions build and start containers the most.
+LINES = {
+    "": [["-m", "docker and not torch"], ["-m", "docker and torch"]],
     "[beside] ": [["-m", "not docker and not ansible and not pythons"], ["-m", "pythons"]],
     "[ansible] ": [["-m", "ansible"]],
-}  # each line beside IN_TURN
+}
 REPORT = ["-ra", "--durations=30"]
 INTERRUPTED = 2  # pytest's exit code for a session stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED)
 
@@ -45,45 +48,49 @@ def _pytest(markers: list[str], options: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", *markers, *REPORT, *options]
 
 
-def _relay(stream: TextIO, prefix: str, out: TextIO) -> None:
-    """Copy ``stream`` to ``out`` line by line, each line with ``prefix`` in front."""
+def _relay(stream: TextIO, prefix: str, out: TextIO, lock: threading.Lock) -> None:
+    """Copy ``stream`` to ``out`` line by line, each line with ``prefix`` in front, written whole under ``lock``.
+
+    A session's own partial line (pytest's ``collecting ...``) ends in its line, never in another session's.
+    """
     for line in stream:
-        out.write(prefix + line)
-        out.flush()
+        with lock:
+            out.write(prefix + line)
+            out.flush()
 
 
-def _prefixed_line(prefix: str, sessions: list[list[str]], options: Sequence[str], codes: list[int]) -> None:
+def _line_of_sessions(
+    prefix: str, sessions: list[list[str]], options: Sequence[str], codes: list[int], lock: threading.Lock
+) -> None:
     """Run ``sessions`` one after the other, their output relayed with ``prefix``; their codes into ``codes``."""
     for markers in sessions:
         session = subprocess.Popen(
             _pytest(markers, options), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
-        _relay(session.stdout, prefix, sys.stdout)
+        _relay(session.stdout, prefix, sys.stdout, lock)
         codes.append(session.wait())
         if codes[-1] == INTERRUPTED:  # Ctrl-C: start no further session
             return
 
 
 def main(options: Sequence[str]) -> int:
-    """Run the sessions; the first non-zero exit code, else 0."""
-    side_codes: dict[str, list[int]] = {prefix: [] for prefix in PREFIXED}
+    """Run the sessions; the first non-zero exit code (in the order of :data:`LINES`), else 0."""
+    codes: dict[str, list[int]] = {prefix: [] for prefix in LINES}
+    lock = threading.Lock()
     lines = [
-        threading.Thread(target=_prefixed_line, args=(prefix, sessions, options, side_codes[prefix]))
-        for prefix, sessions in PREFIXED.items()
+        threading.Thread(target=_line_of_sessions, args=(prefix, sessions, options, codes[prefix], lock))
+        for prefix, sessions in LINES.items()
     ]
     for line in lines:
         line.start()
-    codes = []
-    try:
-        for markers in IN_TURN:
-            codes.append(subprocess.run(_pytest(markers, options)).returncode)
-        for line in lines:
-            line.join()
-    except KeyboardInterrupt:  # Ctrl-C reached every session too (one process group): let them tear down
-        for line in lines:
-            line.join()
-        codes.insert(0, 130)
-    return next((code for code in [*codes, *(c for prefix in PREFIXED for c in side_codes[prefix])] if code), 0)
+    interrupted = []
+    while any(line.is_alive() for line in lines):
+        try:
+            for line in lines:
+                line.join()
+        except KeyboardInterrupt:  # Ctrl-C reached every session too (one process group): let them tear down
+            interrupted = [130]
+    return next((code for code in [*interrupted, *(c for prefix in LINES for c in codes[prefix])] if code), 0)
 
 
 if __name__ == "__main__":
