@@ -208,23 +208,36 @@ import json, os, ray
 ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, logging_level="ERROR")
 
 
+def training_device_type(cuda_seen):
+    import torch
+    from fltest.model.torch_classifier import training_device  # as a Flower client imports it in its actor
+    if cuda_seen:  # as on a machine with a GPU: PyTorch sees one (no CUDA call follows)
+        torch.cuda.is_available = lambda: True
+    return training_device().type
+
+
 @ray.remote
 class Client:
-    def device(self):
-        from fltest.model.torch_classifier import training_device  # as a Flower client imports it in its actor
-        return [training_device().type, ray.get_runtime_context().get_accelerator_ids()["GPU"], os.environ.get("CUDA_VISIBLE_DEVICES")]
+    def device(self, cuda_seen):
+        return [training_device_type(cuda_seen), ray.get_runtime_context().get_accelerator_ids()["GPU"], os.environ.get("CUDA_VISIBLE_DEVICES")]
 
 
-from fltest.model.torch_classifier import training_device
 given, none = Client.options(num_gpus=0.5).remote(), Client.options(num_gpus=0).remote()
-print(json.dumps({"given": ray.get(given.device.remote()), "none": ray.get(none.device.remote()), "driver": training_device().type}))
+seen = {}
+for cuda_seen in (False, True):
+    seen[f"given{'-cuda' * cuda_seen}"] = ray.get(given.device.remote(cuda_seen))
+    seen[f"none{'-cuda' * cuda_seen}"] = ray.get(none.device.remote(cuda_seen))
+    seen[f"driver{'-cuda' * cuda_seen}"] = training_device_type(cuda_seen)  # where the server evaluates
+print(json.dumps(seen))
 ray.shutdown()
 """
 
 
 @pytest.mark.ray
 def test_a_client_given_a_gpu_share_trains_where_torch_sees_that_gpu(tmp_path):
-    """Ray's (logical) GPU here: the share reaches the client as CUDA_VISIBLE_DEVICES; with no CUDA, the CPU."""
+    """Ray's (logical) GPU here: the share reaches the client as CUDA_VISIBLE_DEVICES; with no CUDA, the CPU. Where
+    PyTorch sees a GPU (told so: none here), only the client given a share trains there; a client without one and
+    the driver (the initial model, the server's evaluation: gpus.md) stay on the CPU."""
     pytest.importorskip("torch", reason="the torch tier needs the torch extra")
     import torch
 
@@ -234,6 +247,8 @@ def test_a_client_given_a_gpu_share_trains_where_torch_sees_that_gpu(tmp_path):
     expected = "cuda" if torch.cuda.is_available() else "cpu"  # these machines have no GPU: cpu
     assert seen["given"] == [expected, ["0"], "0"]
     assert seen["none"][:2] == ["cpu", []] and seen["driver"] == "cpu"  # no share, or no actor: the CPU
+    assert seen["given-cuda"] == ["cuda", ["0"], "0"]
+    assert seen["none-cuda"][:2] == ["cpu", []] and seen["driver-cuda"] == "cpu"
 
 
 @pytest.mark.ray
