@@ -380,6 +380,38 @@ def _run_lines(listed: str) -> list[str]:
     return [line for line in listed.splitlines() if line.startswith("run ")]
 
 
+def _files_come_back_through_the_data_filter(federation, docker_client, root: Path) -> None:
+    """What an App may leave in its working folder, copied by ``fltest-flower files`` through tarfile's ``data`` filter
+    (own-flower-app.md): links out of the folder are left out and named, set-id bits dropped, the rest copied."""
+    node = _container(federation, docker_client, NODES[0])
+    made = node.exec_run(
+        ["sh", "-c", "ln -s /etc/passwd passwd && ln -s ../.. up && : > set-id && chmod 6755 set-id"],
+        user=str(KIT.uid),
+        workdir=KIT.app_files_dir,
+    )
+    assert made.exit_code == 0, made.output
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "deploy.commands.fltest_flower", "files", "--out", "filtered"],
+            cwd=root,
+            env=_flower_env(federation),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        line = next(line for line in result.stdout.splitlines() if line.startswith(f"{NODES[0]}: "))
+        left_out = line.partition("; left out (links out of the folder, special files): ")[2]
+        assert sorted(left_out.split(", ")) == ["passwd", "up"], line
+        copied = root / "filtered" / NODES[0]
+        assert {"client-0.txt", "set-id"} <= {p.name for p in copied.iterdir()} and not (copied / "passwd").exists()
+        assert not (copied / "up").is_symlink()
+        assert (copied / "set-id").stat().st_mode & 0o7777 == 0o755  # no set-uid or set-gid bit
+    finally:
+        node.exec_run(["rm", "-f", "passwd", "up", "set-id"], user=str(KIT.uid), workdir=KIT.app_files_dir)
+        shutil.rmtree(root / "filtered", ignore_errors=True)
+
+
 def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_come_back(
     federation, docker_client, tier_report
 ):
@@ -420,6 +452,8 @@ def test_a_flower_app_of_the_user_runs_through_fltest_flower_flwr_and_its_files_
         assert time.monotonic() < deadline, status
         time.sleep(2)
     assert status == "finished:completed"
+
+    _files_come_back_through_the_data_filter(federation, docker_client, root)
 
     size = _memory_bytes(federation.setting("FLOWER_APP_FILES_SIZE"))
     volumes = set()
