@@ -1234,6 +1234,14 @@ def test_flower_experiment_on_supernodes(lab, stages):
         -6000:
     ]
 
+    # faults.md: a SuperNode's node removed (teardown.yml --limit): its key stays registered until `flwr supernode
+    # unregister`, so the SuperLink still lists its node id, no longer online.
+    removed = stages.play(lab, "teardown.yml", "--limit", worker, stage="teardown.yml --limit e2e-worker (SuperNode)")
+    assert removed.returncode == 0 and set(recap(removed.stdout)) == {worker}, removed.stdout[-6000:]
+    listed = {n["node-id"]: n.get("status") for n in online_supernodes()}
+    assert new_ids[worker] in listed and listed[new_ids[worker]] != "unregistered", listed
+    assert new_ids[head] in online_ids(), listed  # the head's SuperNode untouched
+
     # first-lab.md's teardown block removes every container, the SuperLink's state volume and the node folders;
     # the images stay, and so does the controller's ~/.fltest/<inventory>/; a second run finds nothing left to remove.
     (down,) = page_steps(lab, stages, "first-lab/teardown", folder="ansible")

@@ -492,6 +492,35 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     assert len(killed_node) == 1 and len(serving) == 1 and serving != killed_node, (killed_node, serving)
 
 
+CRASH = (  # SIGKILL to the node's main process (PID 1 is the container's init, which then exits 137), as the OOM killer
+    "import os, signal; os.kill(int(open('/proc/1/task/1/children').read().split()[0]), signal.SIGKILL)"
+)
+
+
+def test_a_worker_that_crashes_restarts_by_itself_and_rejoins_the_cluster(emulation, docker_client):
+    """faults.md: a docker-killed node stays down until ``up``; one that crashes (its main process killed, exit 137)
+    comes back by itself (``restart: on-failure``) and serves the cluster as a new Ray node."""
+    victim = emulation.containers(docker_client, WORKER_SERVICE)[-1]
+    hostname = victim.attrs["Config"]["Hostname"]
+    restarts = victim.attrs["RestartCount"]
+    before = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
+    try:
+        victim.exec_run(["python", "-c", CRASH])
+    except docker.errors.APIError:  # the exec ends with the container
+        pass
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        victim.reload()
+        if victim.attrs["RestartCount"] > restarts and victim.status == "running":
+            break
+        time.sleep(1)
+    assert victim.attrs["RestartCount"] == restarts + 1 and victim.status == "running", victim.attrs["State"]
+    state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
+    assert len(state.nodes) == 3 and state.cpus == 3.0
+    serving = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
+    assert len(before) == 1 and len(serving) == 1 and serving != before, (before, serving)
+
+
 def _deploy_run_as_a_user(tmp_path: Path, env: dict[str, str], config: Path, stderr_path: Path) -> subprocess.Popen:
     """``fltest-deploy run <config>`` from ``tmp_path`` with a relative config and the default results folder, in a
     session of its own, SIGINT handled as in a terminal."""
