@@ -742,7 +742,7 @@ def test_end_to_end(lab, stages):
     assert serving == [ray_node_start("e2e-worker")] and killed_start not in serving, (killed_start, serving)
 
     # faults.md: a node removed (teardown.yml --limit, its image too), then deleted from the inventory; added back,
-    # only it changes, and its image comes from the head (the relay), not from the controller.
+    # only it changes.
     head_container = container_id("e2e-head", "fltest-ray-head")
     removed = stages.play(
         lab,
@@ -765,18 +765,26 @@ def test_end_to_end(lab, stages):
     alone = stages.play(lab, "cluster.yml", stage="cluster.yml (the worker deleted from the inventory)")
     assert alone.returncode == 0 and "Ray cluster ready: 1 nodes, 1 CPUs" in alone.stdout, alone.stdout[-6000:]
     assert recap(alone.stdout)["e2e-head"]["changed"] == 0, alone.stdout[-6000:]
+    # Added back with upgrading.md's other distribution (the first cluster.yml checked the relay's): the
+    # controller sends the worker its archive itself, and nothing goes through the relay.
     (lab / "hosts.yml").write_text(full_inventory)
-    added = stages.play(lab, "cluster.yml", stage="cluster.yml (the worker added back)")
+    added = stages.play(
+        lab,
+        "cluster.yml",
+        "-e",
+        "fltest_images_distribution=controller",
+        stage="cluster.yml (the worker added back; images from the controller)",
+    )
     assert added.returncode == 0 and "Ray cluster ready: 2 nodes, 2 CPUs" in added.stdout, added.stdout[-6000:]
     rows = recap(added.stdout)
     assert rows["e2e-head"]["changed"] == 0 and rows["e2e-worker"]["changed"] > 0, added.stdout[-6000:]
-    fetched = task_outcomes(added.stdout, "fltest_images : Fetch the image archive from the relay")
-    assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, added.stdout[-6000:])
-    assert "changed" not in set().union(
-        *task_outcomes(
-            added.stdout, "fltest_images : Send the relay the other archives from the controller, once each"
-        ).values()
+    copied = task_outcomes(added.stdout, "fltest_images : Copy the archives of images whose id differs")
+    assert copied.get("e2e-worker") == {"changed"} and "changed" not in copied.get("e2e-head", set()), (
+        copied,
+        added.stdout[-6000:],
     )
+    assert task_outcomes(added.stdout, "fltest_images : Fetch the image archive from the relay") == {}
+    assert image_ids("e2e-worker") == image_ids("e2e-head")
 
 
 def start_run_yml(lab: Path, config: Path, results: Path) -> subprocess.Popen:
