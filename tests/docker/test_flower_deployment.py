@@ -748,6 +748,32 @@ def test_a_client_that_raises_in_round_1_is_named_by_its_supernode(federation, t
     assert re.fullmatch(expected, _failure_line(result.stderr)), _failure_line(result.stderr)
 
 
+def test_a_supernode_that_cannot_say_its_partition_is_named_by_its_flower_node_id(federation, tier_report):
+    """faults.md's fallback: a SuperNode whose ClientApp fails in round 1 and again when asked which partition it
+    holds (its folder holds another experiment's partition: ``prepare`` was not run again) is named by its Flower
+    node id, which ``fltest-flower list`` maps to its container."""
+    federation, config, root = federation
+    meta = federation.path("FLOWER_DATA_DIR") / NODES[1] / "partition.json"
+    prepared = meta.read_text()
+    meta.write_text(prepared.replace(json.loads(prepared)["shards-key"], "another-experiment"))
+    try:
+        path = _cli_config(config, root, "unnamed")
+        result = _flower_cli(
+            federation, "run", str(path), "--results-dir", str(root / "results-unnamed"), timeout=RUN_TIMEOUT_S
+        )
+    finally:
+        meta.write_text(prepared)
+    assert result.returncode == 1, result.stderr
+    expected = (
+        rf"run flower failed: Flower run \d+: round 1: client on Flower node {federation.node_ids()[NODES[1]]} failed: "
+        r".*partition of shard set another-experiment .*: export it again"
+    )
+    assert re.fullmatch(expected, _failure_line(result.stderr)), _failure_line(result.stderr)
+    listed = _flower_cli(federation, "list")
+    node_line = rf"^ *{federation.node_ids()[NODES[1]]}  \S+ +{NODES[1]}$"  # its node id, its SuperNode
+    assert re.search(node_line, listed.stdout, re.M), listed.stdout
+
+
 def test_ctrl_c_on_fltest_flower_run_stops_the_flower_run_and_keeps_its_rounds(federation, docker_client, tier_report):
     """Ctrl-C (SIGINT to the command's process group: compose too, before) at round 2 of 300: the operator container and
     the Flower run on the SuperLink stop within the bound, the rounds and an ``interrupted`` summary are on the host."""
