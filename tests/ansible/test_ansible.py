@@ -976,6 +976,10 @@ def flower_app_through_flwr_yml(lab: Path, stages: Stages) -> str:
     flwr.yml refuses. Returns the App's run id."""
     head, worker = NODES
     shutil.copytree(APP, home_of(lab) / "my-app")
+    # The App's git history, which flwr.yml leaves out (own-flower-app.md): Flower would pack it (its FAB keeps .git but
+    # drops .venv and __pycache__), and 24 MB of it make a FAB over Flower's 10 MB, which flwr run refuses.
+    (home_of(lab) / "my-app" / ".git").mkdir()
+    (home_of(lab) / "my-app" / ".git" / "notes.md").write_text(secrets.token_hex(12 * 1024 * 1024))
     streamed = stages.play(
         lab,
         "flwr.yml",
