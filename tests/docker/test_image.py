@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import secrets
 import shutil
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -33,6 +35,7 @@ from tests.docker.streams import find_in_stream, private_key_markers
 pytestmark = pytest.mark.docker
 
 REBUILD_TAG = "fltest-rebuild-test:1"  # apart from fltest:0.1.0, which other tiers use meanwhile
+FORCE_TAG = "fltest-base-force-test:1"  # apart from the kit's base image, which every build uses
 
 
 def _run(client, image, command, **kwargs) -> str:
@@ -206,3 +209,29 @@ def test_the_images_page_s_offline_build_makes_fltest_deploy_build_s_image(
             for container in docker_client.containers.list(all=True, filters={"ancestor": left}):
                 container.remove(force=True)
             docker_client.images.remove(left, force=True)
+
+
+def test_force_rebuilds_the_base_image_that_is_otherwise_built_only_when_missing(
+    docker_client, fltest_image, tier_report
+):
+    """upgrading.md: the base image is built only when missing; ``FORCE=1 images/base/build-base-image.sh`` rebuilds
+    it (a tag of the test's own, holding the kit's base image at first: the kit's tag stays where it is)."""
+    if os.geteuid() != 0:
+        pytest.skip("debootstrap needs root (CI runs as root)")
+    kit_base = docker_client.images.get(KIT.base_image)
+    kit_base.tag(*FORCE_TAG.split(":"))
+    script = ["bash", "images/base/build-base-image.sh", FORCE_TAG]
+    try:
+        kept = subprocess.run(script, cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert kept.returncode == 0 and "already exists; nothing to do" in kept.stderr, kept.stderr[-3000:]
+        assert docker_client.images.get(FORCE_TAG).id == kit_base.id
+        start = time.monotonic()
+        forced = subprocess.run(
+            script, cwd=REPO, env={**os.environ, "FORCE": "1"}, capture_output=True, text=True, timeout=900
+        )
+        tier_report(f"FORCE=1 build-base-image.sh: exit {forced.returncode} ({time.monotonic() - start:.0f} s)")
+        assert forced.returncode == 0 and f"built {FORCE_TAG} in " in forced.stderr, forced.stderr[-3000:]
+        assert docker_client.images.get(FORCE_TAG).id != kit_base.id  # a new image under the tag
+        assert docker_client.images.get(KIT.base_image).id == kit_base.id  # the kit's, still held by its tag
+    finally:
+        docker_client.images.remove(FORCE_TAG, noprune=False)
