@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import matplotlib.pyplot as plt
+import pytest
 
 from fltest.config.schema import ExperimentConfig
 from fltest.results.report import IDENTICAL, draw_report, plot_report
@@ -143,3 +145,29 @@ def test_the_time_against_the_reference_is_the_run_s_wall_time_over_the_referenc
     assert again["wall_ratio_vs_reference"] == wall["again"] / wall["reference"]
     row = next(line for line in format_table(comparison).splitlines() if line.startswith("again "))
     assert f"{wall['again'] / wall['reference']:.4f}" in row.split()
+
+
+def _columns(table: str) -> list[list[str]]:
+    """The table's lines cut into cells at the columns its line of dashes marks."""
+    lines = table.splitlines()
+    spans = [match.span() for match in re.finditer(r"-+", lines[1])]
+    return [[line[start:end].strip() for start, end in spans] for line in [lines[0], *lines[2:]]]
+
+
+def test_the_table_has_the_pages_columns_and_each_run_s_figures(tmp_path):
+    """first-experiment.md and results.md: a row a run with its status, rounds, accuracy, loss, wall time, time against
+    the reference, distance after the last round and agreement, read from comparison.json."""
+    comparison = json.loads((_two_reference_runs(tmp_path) / "comparison.json").read_text())
+    header, *rows = _columns(format_table(comparison))
+    assert header == [
+        "run", "framework", "status", "rounds", "accuracy", "loss", "wall s", "x ref time", "|dw| last round",
+        "vs reference",
+    ]  # fmt: skip
+    for cells, run in zip(rows, comparison["runs"], strict=True):
+        assert cells[:4] == [run["run"], run["framework"], run["status"], str(run["rounds_completed"])]
+        assert [float(cell) for cell in cells[4:7]] == pytest.approx(
+            [run["accuracy"], run["loss"], run["wall_s"]], abs=5e-5
+        )
+    assert rows[0][7:] == ["-", "-", "-"]  # the reference against itself
+    assert float(rows[1][7]) == pytest.approx(comparison["runs"][1]["wall_ratio_vs_reference"], abs=5e-5)
+    assert rows[1][8:] == ["0.0000", "identical"]

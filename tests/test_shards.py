@@ -90,6 +90,37 @@ def test_disk_source_key_follows_the_folder_content(tmp_path):
     assert cache_key(disk_config(first), "mmap") != cache_key(disk_config(second), "mmap")
 
 
+def test_several_feature_columns_are_flattened_and_joined_in_their_order(fresh_cache, tmp_path):
+    """own-data.md: one feature column keeps each sample's shape; several are flattened and joined (in the config's
+    order), and divided by ``scale``."""
+    rows = 40
+    datasets.Dataset.from_dict(
+        {
+            "patch": [[[i, i + 1], [i + 2, i + 3]] for i in range(rows)],  # 2x2 a sample
+            "extra": [100.0 + i for i in range(rows)],  # a scalar a sample
+            "label": [i % 2 for i in range(rows)],
+        }
+    ).save_to_disk(str(tmp_path / "data"))
+    data = base_config()
+    data.update(hooks=None, clients=2)
+    data["dataset"] = {
+        "source": "disk", "path": str(tmp_path / "data"), "features": ["extra", "patch"], "label": "label",
+        "scale": 2.0, "test_fraction": 0.25,
+    }  # fmt: skip
+    shards, _ = prepare_shards(ExperimentConfig.model_validate(data))
+    assert shards.feature_shape == (5,)
+    for partition_id in range(2):
+        x, y = shards.client_arrays(partition_id)
+        for features, label in zip(x, y):
+            i = int(features[0] * 2.0) - 100  # the row it came from, by its scalar
+            assert features.tolist() == [(100.0 + i) / 2, i / 2, (i + 1) / 2, (i + 2) / 2, (i + 3) / 2]
+            assert label == i % 2
+    one_column, _ = prepare_shards(
+        ExperimentConfig.model_validate({**data, "dataset": {**data["dataset"], "features": ["patch"]}})
+    )
+    assert one_column.feature_shape == (2, 2)  # one column keeps its shape
+
+
 def test_second_prepare_reuses_the_cache(fresh_cache):
     shards, reused = prepare_shards(_config())
     assert not reused
@@ -207,9 +238,27 @@ def test_a_cache_folder_of_the_old_format_is_never_read(fresh_cache, monkeypatch
     assert len(client_dataset(shards, 0)) == shards.client_sizes[0]
 
 
-def test_prepare_draws_the_label_distribution(fresh_cache):
+def test_prepare_draws_the_label_distribution_of_the_shards_it_wrote(fresh_cache, monkeypatch):
+    """label_distribution.png (results.md): each client's samples per class, as its shard holds them. Flower Datasets
+    draws it; its drawing function is watched (and still runs) for the counts it drew."""
+    from flwr_datasets import visualization
+
+    drawn = []
+
+    def watched(*args, **kwargs):
+        fig, axis, counts = real(*args, **kwargs)
+        drawn.append(counts)
+        return fig, axis, counts
+
+    real = visualization.plot_label_distributions
+    monkeypatch.setattr(visualization, "plot_label_distributions", watched)
     shards, _ = prepare_shards(_config())
     assert shards.label_plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (counts,) = drawn
+    assert counts.shape == (shards.num_clients, shards.num_classes)
+    for partition_id, row in enumerate(counts.to_numpy()):
+        _, labels = shards.client_arrays(partition_id)
+        assert row.tolist() == np.bincount(labels, minlength=shards.num_classes).tolist(), partition_id
 
 
 def test_a_shard_read_with_pyarrow_alone_is_the_datasets_librarys_bit_for_bit():
