@@ -19,6 +19,7 @@ from fltest.params import load_params
 from tests.conformance import TOLERANCE
 from tests.user_folder import BACKENDS, REFERENCE, run_in, user_folder
 
+FEDPROX = {"name": "fedprox", "mu": 0.25}
 MODEL = '''
 """A softmax layer over 8x8 images, its weights shaped like them: (8, 8, classes)."""
 import numpy as np
@@ -45,7 +46,8 @@ def train(params, features, labels, training, seed):
         delta[np.arange(len(batch)), labels[batch]] -= 1.0
         weights -= training.learning_rate * np.tensordot(features[batch], delta, axes=([0], [0])) / len(batch)
         bias -= training.learning_rate * delta.mean(axis=0)
-    return LocalResult([weights, bias], {"batches": float(-(-len(labels) // training.batch_size))})
+    # (FedProx's mu is this train's to apply: this model only reports the mu it was given.)
+    return LocalResult([weights, bias], {"batches": float(-(-len(labels) // training.batch_size)), "mu": float(training.strategy.proximal_mu)})
 
 
 def evaluate(params, features, labels):
@@ -55,19 +57,24 @@ def evaluate(params, features, labels):
 '''
 
 
-def _with_model(folder, runs, body: str = MODEL, **model):
-    """The user folder of tests/user_folder.py, with ``my_model.py`` beside the config and named by it."""
+def _with_model(folder, runs, body: str = MODEL, strategy: dict | None = None, **model):
+    """The user folder of tests/user_folder.py, with ``my_model.py`` beside the config and named by it (and
+    ``strategy`` as the training's, if given)."""
     config_path = user_folder(folder, runs)
     (folder / "my_model.py").write_text(body)
     config = yaml.safe_load((folder / config_path).read_text())
     config["model"] = {"module": "my_model", **model}
+    if strategy:
+        config["training"]["strategy"] = strategy
     (folder / config_path).write_text(yaml.safe_dump(config, sort_keys=False))
     return config_path
 
 
 @pytest.mark.parametrize("run", BACKENDS)
 def test_a_model_module_beside_the_config_trains_on_every_backend_with_shaped_features(tmp_path, run):
-    result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE, run])))
+    """With FedProx, as own-model.md says: the module's train gets ``mu`` (``training.strategy.proximal_mu``) on
+    every backend."""
+    result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE, run], strategy=FEDPROX)))
     assert result.returncode == 0, result.stderr[-3000:]
     experiment = tmp_path / "results" / "user-folder"
     summary = json.loads((experiment / run["name"] / "summary.json").read_text())
@@ -78,9 +85,17 @@ def test_a_model_module_beside_the_config_trains_on_every_backend_with_shaped_fe
     assert [p.shape for p in final] == [(8, 8, 10), (10,)]  # the image-shaped weights the module made
     rounds = [json.loads(line) for line in (experiment / run["name"] / "metrics.jsonl").read_text().splitlines()]
     assert rounds[-1]["train"]["batches"] > 0  # the model's train metrics, averaged over clients
+    assert rounds[-1]["train"]["mu"] == FEDPROX["mu"]
     comparison = json.loads((experiment / "comparison.json").read_text())
     row = next(r for r in comparison["runs"] if r["run"] == run["name"])
     assert row["max_param_diff_vs_reference"] <= TOLERANCE
+
+
+def test_a_model_module_s_train_gets_mu_0_for_every_strategy_but_fedprox(tmp_path):
+    result = run_in(tmp_path, "run", str(_with_model(tmp_path, [REFERENCE], strategy={"name": "fedavgm"})))
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = tmp_path / "results" / "user-folder" / REFERENCE["name"] / "metrics.jsonl"
+    assert [json.loads(line)["train"].get("mu") for line in metrics.read_text().splitlines()[1:]] == [0.0, 0.0]
 
 
 BROKEN_MODELS = {
