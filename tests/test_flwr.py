@@ -20,7 +20,7 @@ from fltest.config.schema import ExperimentConfig
 from fltest.data.shard_cache import cache_key, prepare_shards
 from fltest.runner import run_experiment
 from tests.conformance import assert_conforms
-from tests.conftest import failing_round_seconds
+from tests.conftest import REPO, failing_round_seconds
 from tests.ray_cluster import head_and_node
 
 pytestmark = pytest.mark.ray
@@ -225,7 +225,11 @@ def cluster_with_a_killed_node(monkeypatch):
 def test_a_node_listed_alive_that_runs_no_task_fails_the_run_with_its_name_before_it_starts(
     tmp_path, monkeypatch, cluster_with_a_killed_node
 ):
-    monkeypatch.setattr("fltest.backends.flwr.cluster.NODE_ANSWER_TIMEOUT_S", 10.0)
+    from fltest.backends.flwr import cluster
+
+    default = f"fails within {cluster.NODE_ANSWER_TIMEOUT_S:g} s naming one"  # faults.md's figure is the default's
+    assert default in (REPO / "docs" / "how-to" / "faults.md").read_text(), default
+    monkeypatch.setattr(cluster, "NODE_ANSWER_TIMEOUT_S", 10.0)  # here: the same check, shortened
     outcome = {}
     runner = threading.Thread(
         target=lambda: outcome.update(run_experiment(_config(round_timeout_s=20), tmp_path)), daemon=True
