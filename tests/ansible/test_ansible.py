@@ -372,6 +372,14 @@ def assert_hardened(node: str, container: str) -> dict:
     return host_config
 
 
+def stop_timeout(node: str, container: str) -> int:
+    """The seconds ``docker stop`` gives ``container`` on emulated node ``node`` (its ``--stop-timeout``)."""
+    inspected = docker(
+        "exec", f"fltest-ansible-{node}", "docker", "inspect", "--format", "{{json .Config.StopTimeout}}", container
+    )
+    return json.loads(inspected.stdout)
+
+
 def stop_events(node: str, container: str, since: str) -> list[dict]:
     """The kill and die events of ``container`` on emulated node ``node`` since ``since`` (the node's epoch seconds)."""
     until = docker("exec", f"fltest-ansible-{node}", "date", "+%s").stdout.strip()
@@ -694,7 +702,7 @@ def test_end_to_end(lab, stages):
     # changes nothing; cluster.yml replaces each Ray container gracefully (SIGTERM, so Ray drains the node, never
     # SIGKILL); status.yml finds the cluster whole.
     settings = lab / "group_vars" / "all.yml"
-    settings.write_text(settings.read_text() + "fltest_ray_pids_limit: 4000\n")
+    settings.write_text(settings.read_text() + "fltest_ray_pids_limit: 4000\nfltest_ray_memory: 1500m\n")
     ray_containers = dict(zip(NODES, ("fltest-ray-head", "fltest-ray-worker")))
     before = {name: container_id(name, container) for name, container in ray_containers.items()}
     since = {name: docker("exec", f"fltest-ansible-{name}", "date", "+%s").stdout.strip() for name in NODES}
@@ -713,7 +721,9 @@ def test_end_to_end(lab, stages):
         signals = [e["Actor"]["Attributes"].get("signal") for e in events if e["Action"] == "kill"]
         exits = [e["Actor"]["Attributes"].get("exitCode") for e in events if e["Action"] == "die"]
         assert signals == ["15"] and exits and "137" not in exits, (name, signals, exits)  # SIGTERM, no SIGKILL after
-        assert assert_hardened(name, container)["PidsLimit"] == 4000
+        host_config = assert_hardened(name, container)  # security.md's table: each variable its flag
+        assert (host_config["PidsLimit"], host_config["Memory"]) == (4000, 1500 * 2**20), (name, container)
+        assert stop_timeout(name, container) == 45  # upgrading.md: above Ray's 30 s drain
     upgraded = next(upgrade)
     assert upgraded.returncode == 0 and "cluster whole: 2 Ray nodes alive (2 CPUs)" in upgraded.stdout, upgraded.stdout[
         -6000:
@@ -1163,6 +1173,8 @@ def test_flower_experiment_on_supernodes(lab, stages):
     for name, containers in ((head, head_containers), (worker, ("fltest-ray-worker", "fltest-supernode"))):
         for container in containers:
             assert_hardened(name, container)
+    for container in ("fltest-superlink", "fltest-supernode"):  # upgrading.md: stopped with 20 s to close connections
+        assert stop_timeout(head, container) == 20, container
 
     # Ctrl-C on run.yml while fltest runs next to the SuperLink: the operator container gets SIGINT, its fltest stops
     # the Flower run on the SuperLink and records the rounds so far; they reach the controller; exit 130.
