@@ -104,8 +104,13 @@ def test_the_ray_steps_of_the_page(checkout, default_projects, docker_client, fl
         assert (checkout / "compose" / "secrets" / "ray_token").stat().st_mode & 0o777 == 0o400
         assert len(project.containers(docker_client)) == 3, up.stdout
 
+        ids = {c.name: c.id for c in project.containers(docker_client)}
         dashboard = _ran("first-cluster/dashboard", checkout, settings, tier_report)
         ray_temp |= project.ray_temp_volumes(docker_client)
+        # upgrading.md: up recreates the containers whose settings changed (the head's, for the dashboard) alone
+        now = {c.name: c.id for c in project.containers(docker_client) if c.name in ids}
+        head_name = project.head(docker_client).name
+        assert now[head_name] != ids[head_name] and all(now[n] == ids[n] for n in ids if n != head_name), (ids, now)
         jobs = dashboard.stdout.strip().splitlines()[-1]  # curl's answer, after up's lines
         assert isinstance(json.loads(jobs), list), dashboard.stdout  # the jobs (drivers) so far
         containers = project.containers(docker_client)

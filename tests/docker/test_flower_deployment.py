@@ -40,7 +40,7 @@ from tests.conformance import assert_conforms
 from tests.conftest import REPO, base_config
 from tests.control_probe import PROBE, check_refusals, probes
 from tests.doc_blocks import doc_block, run_block
-from tests.docker.hardening import assert_root_read_only
+from tests.docker.hardening import assert_no_capability_inside, assert_root_read_only
 from tests.docker.streams import find_in_stream, private_key_markers
 from tests.test_model_module import MODEL
 
@@ -291,12 +291,12 @@ def test_every_container_is_hardened(federation, docker_client):
             if container.status == "running":
                 assert_root_read_only(container)
                 assert container.exec_run(["touch", "/tmp/x"]).exit_code == 0, container.name
-                status = (
-                    container.exec_run(["grep", "-E", "^(CapEff|NoNewPrivs)", "/proc/self/status"])
-                    .output.decode()
-                    .split()
-                )
-                assert status == ["CapEff:", "0000000000000000", "NoNewPrivs:", "1"], container.name
+                assert_no_capability_inside(container)
+        restarts = {
+            c.labels["com.docker.compose.service"]: c.attrs["HostConfig"]["RestartPolicy"]["Name"] for c in containers
+        }
+        for service in ("superlink-net", "superlink", "fleet-proxy", *NODES):  # faults.md: back by themselves
+            assert restarts[service] == "unless-stopped", (service, restarts[service])
         memory = {c.labels["com.docker.compose.service"]: c.attrs["HostConfig"]["Memory"] for c in containers}
         assert memory["superlink"] == _memory_bytes(federation.setting("FLOWER_SUPERLINK_MEMORY"))
         assert memory[NODES[0]] == _memory_bytes(federation.setting("FLOWER_SUPERNODE_MEMORY"))
@@ -880,14 +880,18 @@ def test_run_with_no_supernode_online_fails_at_once(federation, docker_client, t
 
 
 def test_superlink_restart_keeps_registrations_and_the_next_run_completes(federation, docker_client, tier_report):
-    """docker restart of the SuperLink: its state survives, the SuperNodes come back by themselves, a new run completes."""
+    """docker restart of the SuperLink and of the Fleet proxy: the SuperLink's state survives, the namespace holder
+    (which the two share) is untouched (security.md), the SuperNodes come back by themselves, a new run completes."""
     federation, config, root = federation
     node_ids = [federation.node_ids()[node] for node in NODES]
+    holder_started = _container(federation, docker_client, "superlink-net").attrs["State"]["StartedAt"]
     _container(federation, docker_client, "superlink").restart(timeout=10)
+    _container(federation, docker_client, "fleet-proxy").restart(timeout=10)
     restarted = time.monotonic()
     federation.wait_superlink(docker_client, TIMEOUT_S)
     federation.wait_online(node_ids, TIMEOUT_S)
     recovery = time.monotonic() - restarted
+    assert _container(federation, docker_client, "superlink-net").attrs["State"]["StartedAt"] == holder_started
     listed = _flower_cli(federation, "list")
     assert listed.returncode == 0, listed.stderr
     assert (

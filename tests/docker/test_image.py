@@ -18,6 +18,7 @@ import pytest
 
 from deploy.compose import COMPOSE_DIR, dotenv_value
 from deploy.images import (
+    FLTEST_LABEL,
     IMAGE,
     build_fltest_image,
     build_tags,
@@ -35,6 +36,7 @@ from tests.docker.streams import find_in_stream, private_key_markers
 pytestmark = pytest.mark.docker
 
 REBUILD_TAG = "fltest-rebuild-test:1"  # apart from fltest:0.1.0, which other tiers use meanwhile
+REBUILD_USER = "fltest-rebuild-test-user"  # a container of the image a rebuild moves its tag from
 FORCE_TAG = "fltest-base-force-test:1"  # apart from the kit's base image, which every build uses
 
 
@@ -60,6 +62,16 @@ def test_image_runs_as_non_root_with_the_fixed_paths(docker_client, fltest_image
     assert prefix == "/opt/fltest/.venv"
     assert module == "/opt/fltest/app/fltest/__init__.py"
     assert fltest_image.labels["org.opencontainers.image.version"] == "0.1.0"
+    environment = dict(item.split("=", 1) for item in fltest_image.attrs["Config"]["Env"])
+    assert (environment["HF_HOME"], environment["HF_HUB_OFFLINE"]) == (f"{KIT.home}/hf", "1")  # images.md
+
+
+def test_the_dashboard_s_packages_are_on_the_path_only_when_asked_for(docker_client, fltest_image):
+    """images.md: Ray's dashboard packages (its ``default`` extra) are in the image apart from the venv, importable
+    only with /opt/fltest/dashboard on the path (a head started with --dashboard)."""
+    probe = ["python", "-c", "import importlib.util; print(importlib.util.find_spec('aiohttp_cors') is not None)"]
+    assert _run(docker_client, fltest_image, probe) == "False"
+    assert _run(docker_client, fltest_image, probe, environment={"PYTHONPATH": "/opt/fltest/dashboard"}) == "True"
 
 
 def test_fltest_runs_the_cluster_example_inside_and_writes_results_on_the_host(docker_client, fltest_image, tmp_path):
@@ -110,7 +122,8 @@ def _stand_in_build(client, tag: str) -> list[str]:
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
         repository, version = name.rsplit(":", 1)
-        client.api.import_image_from_data(archive.getvalue(), repository=repository, tag=version)
+        label = [f"LABEL {FLTEST_LABEL}"] if name == tag else []  # the final stage's, as the Dockerfile sets it
+        client.api.import_image_from_data(archive.getvalue(), repository=repository, tag=version, changes=label)
         ids.append(client.images.get(name).id)
     return ids
 
@@ -121,8 +134,9 @@ def _kit_secret(env_file: str, key: str) -> Path:
 
 
 def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest_image, tier_report, tmp_path):
-    """A rebuild after a one-line change in fltest/: every tag moves from the previous build's, which is gone, and no
-    untagged image is left; the image shares every layer with the kit's image but the last two, the code's (images.md).
+    """A rebuild after a one-line change in fltest/: every tag moves from the previous build's, which is gone (the
+    final image a container still uses, at the next build), and no untagged image is left; the image shares every
+    layer with the kit's image but the last two, the code's (images.md, upgrading.md).
 
     The Ray token, the SuperLink's TLS keys and a SuperNode's key pair (made by the kit's own key code), present where
     the kit's settings put them in the checkout when the image is built, are in none of its layers.
@@ -148,17 +162,29 @@ def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest
     before = dangling_image_ids(docker_client)
     try:
         previous = _stand_in_build(docker_client, REBUILD_TAG)
+        user = docker_client.containers.create(
+            previous[-1], command=["stand-in"], name=REBUILD_USER
+        )  # of the old image
         with (context / "fltest" / "__init__.py").open("a") as handle:
             handle.write("# a one-line change\n")
-        build_fltest_image(
-            docker_client, tag=REBUILD_TAG, context=context, report=lambda line: tier_report(f"rebuild: {line}")
-        )
+
+        def build():
+            build_fltest_image(
+                docker_client, tag=REBUILD_TAG, context=context, report=lambda line: tier_report(f"rebuild: {line}")
+            )
+
+        build()
         left = dangling_image_ids(docker_client) - before
-        assert not left, f"the rebuild left untagged images: {_describe(docker_client, left)}"
+        assert left == {previous[-1]}, f"the rebuild left untagged images: {_describe(docker_client, left)}"
         for tag, old in zip(build_tags(REBUILD_TAG), previous):
             assert docker_client.images.get(tag).id != old, f"{tag} did not move"
-            with pytest.raises(docker.errors.ImageNotFound):
-                docker_client.images.get(old)  # the image the tag moved from
+            if old != previous[-1]:
+                with pytest.raises(docker.errors.ImageNotFound):
+                    docker_client.images.get(old)  # the image the tag moved from
+        user.remove()  # upgrading.md: the image a container still used goes at the next build
+        build()
+        left = dangling_image_ids(docker_client) - before
+        assert not left, f"the next build left untagged images: {_describe(docker_client, left)}"
         layers = docker_client.images.get(REBUILD_TAG).attrs["RootFS"]["Layers"]
         kit_layers = fltest_image.attrs["RootFS"]["Layers"]
         changed = [i for i, (a, b) in enumerate(zip(layers, kit_layers)) if a != b]
@@ -167,6 +193,8 @@ def test_a_rebuild_after_a_change_leaves_no_untagged_image(docker_client, fltest
         rebuilt = docker_client.images.get(REBUILD_TAG)
         assert find_in_stream(rebuilt.save(named=True), markers) == []
     finally:
+        for container in docker_client.containers.list(all=True, filters={"name": REBUILD_USER}):
+            container.remove(force=True)
         remove_build(docker_client, REBUILD_TAG)
 
 
