@@ -24,6 +24,7 @@ from deploy.pki.ray_token import ensure_ray_token
 from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation
 from deploy.ray_emulation.readiness import live_ray_nodes, wait_until_ready
 from deploy.ray_emulation.run_in_head import run_in_head, runs_in
+from fltest.backends.supervision.deadlines import REPLY_GRACE_S
 from fltest.config import load_config
 from tests.conftest import REPO, base_config
 from tests.docker.hardening import assert_hardened
@@ -475,14 +476,19 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
     hostname = victim.attrs["Config"]["Hostname"]
     killed_node = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
     victim.kill()
+    killed = time.monotonic()
     runner.join(timeout=600)
     assert not runner.is_alive(), "the run hangs after a worker was killed"
+    failed_after = time.monotonic() - killed
     summary = json.loads((results / "killed" / "flower" / "summary.json").read_text())
     assert (outcome["code"], summary["status"]) == (1, "failed"), summary
     # the one line names the killed container and what happened to it (not "no reply in time")
     assert re.search(
-        rf"Ray node {re.escape(victim.name)} \(\d+\.\d+\.\d+\.\d+\) (died|became unreachable)", summary["error"]
+        rf"Ray node {re.escape(victim.name)} \(\d+\.\d+\.\d+\.\d+\) (died \(ActorDiedError\)|became unreachable: "
+        r"stopped, or cut off from the driver \(ActorUnavailableError\))",
+        summary["error"],
     ), summary["error"]
+    assert failed_after < 30 + REPLY_GRACE_S, failed_after  # faults.md: seconds, not the round's timeout and grace
     emulation.up(docker_client)
     state = wait_until_ready(emulation, docker_client, READY_TIMEOUT_S)
     assert len(state.nodes) == 3 and state.cpus == 3.0
