@@ -500,6 +500,13 @@ def test_end_to_end(lab, stages):
     assert sent == {"e2e-head": {"changed"}}, (sent, first.stdout[-6000:])
     fetched = task_outcomes(first.stdout, "fltest_images : Fetch the image archive from the relay")
     assert fetched == {"e2e-head": {"skipping"}, "e2e-worker": {"changed"}}, (fetched, first.stdout[-6000:])
+    # ports.md: the relay's port is open only while a node fetches: its server is gone, nothing answers on 8973.
+    relays = docker(
+        "exec", "fltest-ansible-e2e-head", "docker", "ps", "--all", "--quiet", "--filter", "name=fltest-image"
+    )
+    assert relays.stdout.split() == [], relays.stdout
+    probe = node_probe("e2e-worker", [[NODES["e2e-head"], 8973, "GET", "/"]])
+    assert probe == {f"GET {NODES['e2e-head']}:8973/": "ConnectionRefusedError"}, probe
     for name in NODES:  # Docker came from Debian's docker.io, installed and started by fltest_docker
         installed = docker(
             "exec", f"fltest-ansible-{name}", "dpkg-query", "--show", "--showformat", "${Status}", "docker.io"
