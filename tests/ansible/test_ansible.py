@@ -1316,14 +1316,21 @@ def test_gpus_on_lab_nodes(lab, stages):
         "--check",
         "--tags",
         "gpu",
+        "-e",  # gpus.md: a lab's mirror and a pinned version
+        json.dumps(
+            {
+                "fltest_gpu_toolkit_repo_url": "http://mirror.lab.example/nvidia/deb",
+                "fltest_gpu_toolkit_packages": ["nvidia-container-toolkit=1.17.8-1"],
+            }
+        ),
         stage="cluster.yml --check --tags gpu (a node declared with a GPU)",
     )
     assert check.returncode == 0, check.stdout[-6000:]
     reported = task_outcomes(check.stdout, "fltest_gpu : Report the toolkit steps that --check skips")
     assert reported == {head: {"skipping"}, worker: {"changed"}}, (reported, check.stdout[-6000:])
     assert (
-        "--check: would install nvidia-container-toolkit from https://nvidia.github.io/libnvidia-container/stable/deb, register Docker's "
-        "nvidia runtime (nvidia-ctk), restart Docker and check that a container sees 1 GPU" in check.stdout
+        "--check: would install nvidia-container-toolkit=1.17.8-1 from http://mirror.lab.example/nvidia/deb, register "
+        "Docker's nvidia runtime (nvidia-ctk), restart Docker and check that a container sees 1 GPU" in check.stdout
     ), check.stdout[-6000:]
     assert (
         docker(
