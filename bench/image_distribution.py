@@ -27,9 +27,11 @@ from pathlib import Path
 import yaml
 
 from deploy.images import IMAGE
-from tests.ansible.test_ansible import NODE_FLAGS, NODE_IMAGE, build_node_image, sshd_answers
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the Ansible tier's emulated lab nodes (tests/ansible), which this benchmark starts too
+from tests.ansible.test_ansible import NODE_FLAGS, NODE_IMAGE, build_node_image, sshd_answers  # noqa: E402
+
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
 TAG = "fltest:bench-images"  # a tag of the image's id, so that a rebuild elsewhere cannot change it mid-bench

@@ -2,8 +2,8 @@
 
 These check that a benchmark runs to its table and that the table says what it measured; the figures
 themselves are the benchmark's to report (at this size they measure start-up, not the frameworks).
-The two Docker benchmarks (emulation.py, faults.py) bring up projects of their own for minutes: here
-they are only imported and parse their options (``--help``).
+The Docker benchmarks (emulation.py, faults.py, image_distribution.py) bring up projects or lab nodes of their own
+for minutes, and gpu_check.py needs a GPU: here they are only imported and parse their options (``--help``).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def test_data_scale_without_ray(tmp_path):
     assert re.search(rf"^shard bytes / source bytes: .* = {NUMBER}$", out, re.M), out
 
 
-@pytest.mark.parametrize("script", ["emulation.py", "faults.py"])
-def test_the_docker_benchmarks_import_and_parse_their_options(tmp_path, script):
-    assert bench(tmp_path, script, "--help").startswith("usage: ")
+@pytest.mark.parametrize("script", ["emulation.py", "faults.py", "image_distribution.py", "gpu_check.py"])
+def test_the_docker_and_gpu_benchmarks_import_and_parse_their_options(tmp_path, script):
+    assert bench(tmp_path, script, "--help").startswith(f"usage: {script} ")
 
 
 @pytest.mark.ray
