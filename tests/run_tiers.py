@@ -1,23 +1,20 @@
-"""The README's test command: every tier, in four lines of pytest sessions that run at once.
+"""The README's test command: every tier, in three lines of pytest sessions that run at once.
 
 ``python -m tests.run_tiers [pytest options]`` runs, at the same time:
 
-- the docker tier but for the Flower deployment's tests, then the PyTorch image variant's tests
-  (``-m "docker and torch"``: its 6 GB build and the CNN example on its cluster), their lines as pytest
-  prints them. The two sessions that build and start containers the most follow each other on one line
-  instead of running beside each other;
-- the Flower deployment's tests (tests/docker/test_flower_deployment.py, their lines with ``[flower] ``
-  in front), which spend most of their time waiting on Flower's heartbeats and polls, then the pythons
-  tier (``-m pythons``): README command 1 and the fast tier on a Debian 13 container (Python 3.13),
-  constraints.txt resolved for Python 3.12 and 3.14;
-- the tiers without Docker (fast, ray, nvflare, torch), their lines with ``[beside] `` in front. They need
-  no image;
-- the Ansible tier (``-m ansible``), its lines with ``[ansible] `` in front. It spends most of its time
-  waiting on its emulated nodes (apt, image loads over SSH, containers starting).
+- the docker tier, then the PyTorch image variant's tests (``-m "docker and torch"``: its 6 GB
+  build and the CNN example on its cluster), their lines as pytest prints them. The two sessions that
+  build and start containers the most follow each other on one line instead of running beside each other;
+- the tiers without Docker (fast, ray, nvflare, torch), their lines printed with ``[beside] `` in
+  front. They need no image. After them, on the same line, the pythons tier (``-m pythons``): README
+  command 1 and the fast tier on a Debian 13 container (Python 3.13), constraints.txt resolved for
+  Python 3.12 and 3.14 (the line that ends first: the lines end within minutes of each other);
+- the Ansible tier (``-m ansible``), its lines with ``[ansible] `` in front. It waits for the image
+  the docker tier builds (``fltest-deploy build`` takes a lock: one builds, the others find it
+  built), then spends most of its time waiting on its emulated nodes (apt, image loads over SSH,
+  containers starting): beside the other two it no longer waits for the tiers without Docker first.
 
-The sessions that need the FLTest image wait for the one build (``fltest-deploy build`` takes a lock: one
-builds, the others find it built). The projects of the two docker lines differ and publish no common
-host port. Every line a session prints is written whole (no session's partial line runs into another's).
+Every line a session prints is written whole (no session's partial line runs into another's).
 Every session reports its skips and failures (``-ra``) and its 30 slowest tests (where the next
 minutes of CI time are); the options given (``-x``, ``-k``, ...) go to every session too; markers
 (``-m``) do not belong here: run ``python -m pytest -m <tier>`` for one tier. The exit code is the
@@ -35,13 +32,11 @@ from typing import TextIO
 
 # The fast tier: what needs neither Ray, NVFlare, PyTorch nor a Docker engine (the pythons tier runs it on Python 3.13).
 FAST_TIER = "not ray and not docker and not ansible and not nvflare and not torch and not pythons"
-FLOWER_DEPLOYMENT_TESTS = "tests/docker/test_flower_deployment.py"
 # Each line of sessions runs beside the others, its sessions one after the other; the key goes before every line
-# its sessions print.
+# its sessions print. The docker line's two sessions build and start containers the most.
 LINES = {
-    "": [["-m", "docker and not torch", f"--deselect={FLOWER_DEPLOYMENT_TESTS}"], ["-m", "docker and torch"]],
-    "[flower] ": [["-m", "docker and not torch", FLOWER_DEPLOYMENT_TESTS], ["-m", "pythons"]],
-    "[beside] ": [["-m", "not docker and not ansible and not pythons"]],
+    "": [["-m", "docker and not torch"], ["-m", "docker and torch"]],
+    "[beside] ": [["-m", "not docker and not ansible and not pythons"], ["-m", "pythons"]],
     "[ansible] ": [["-m", "ansible"]],
 }
 REPORT = ["-ra", "--durations=30"]

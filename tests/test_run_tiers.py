@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.run_tiers import FLOWER_DEPLOYMENT_TESTS
 
 # One test a session of tests.run_tiers selects, each ending its session with the exit code named for it in
 # $FAILING (pytest.exit), or passing.
@@ -51,24 +50,14 @@ def test_pythons():
 def test_ansible():
     end("ansible")
 """
-FLOWER_TEST = """
-from test_tiers import end
-import pytest
-
-
-@pytest.mark.docker
-def test_flower():
-    end("flower")
-"""
 
 
 SESSION_TESTS = [
-    ("", "test_tiers.py::test_docker"),
-    ("", "test_tiers.py::test_docker_torch"),
-    ("[flower] ", f"{FLOWER_DEPLOYMENT_TESTS}::test_flower"),
-    ("[flower] ", "test_tiers.py::test_pythons"),
-    ("[beside] ", "test_tiers.py::test_beside"),
-    ("[ansible] ", "test_tiers.py::test_ansible"),
+    ("", "test_docker"),
+    ("", "test_docker_torch"),
+    ("[beside] ", "test_beside"),
+    ("[beside] ", "test_pythons"),
+    ("[ansible] ", "test_ansible"),
 ]
 
 
@@ -76,12 +65,10 @@ def _run_tiers(folder, failing: str) -> subprocess.CompletedProcess:
     """``python -m tests.run_tiers`` on the tier tests in ``folder``, the sessions in $FAILING exiting with their codes."""
     (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    docker\n    torch\n    pythons\n    ansible\n")
     (folder / "test_tiers.py").write_text(TIER_TESTS)
-    (folder / FLOWER_DEPLOYMENT_TESTS).parent.mkdir(parents=True)
-    (folder / FLOWER_DEPLOYMENT_TESTS).write_text(FLOWER_TEST)  # the Flower deployment's tests, a line of their own
     return subprocess.run(
         [sys.executable, "-m", "tests.run_tiers", "-v", "-p", "no:cacheprovider", str(folder)],
         cwd=folder,  # pytest.ini there: the sessions collect the folder's tests only
-        env={**os.environ, "FAILING": failing, "PYTHONPATH": os.pathsep.join([str(REPO), str(folder)])},
+        env={**os.environ, "FAILING": failing, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -93,9 +80,8 @@ def _run_tiers(folder, failing: str) -> subprocess.CompletedProcess:
     [
         ("", 0),
         ("ansible:4", 4),
-        ("ansible:4,beside:3", 3),  # the lines in their order: docker, [flower], [beside], [ansible]
-        ("ansible:4,beside:3,pythons:7", 7),
-        ("ansible:4,flower:8,docker-torch:6", 6),
+        ("ansible:4,pythons:3", 3),  # the [beside] line's sessions come before the Ansible tier's
+        ("ansible:4,docker-torch:6", 6),  # the docker line's before both
     ],
 )
 def test_run_tiers_runs_every_session_and_exits_with_the_first_failing_one_s_code(tmp_path, failing, exit_code):
@@ -103,7 +89,7 @@ def test_run_tiers_runs_every_session_and_exits_with_the_first_failing_one_s_cod
     assert done.returncode == exit_code, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
     for prefix, test in SESSION_TESTS:  # every session ran, its lines whole and with its line's prefix
-        assert any(line.startswith(f"{prefix}{test} ") for line in lines), (test, done.stdout)
+        assert any(line.startswith(f"{prefix}test_tiers.py::{test} ") for line in lines), (test, done.stdout)
 
 
 def test_outside_ci_the_docker_and_ansible_tiers_skip_only_where_no_engine_answers():
