@@ -19,7 +19,7 @@ from fltest.params import load_params
 from tests.conformance import TOLERANCE
 from tests.user_folder import BACKENDS, REFERENCE, run_in, user_folder
 
-FEDPROX = {"name": "fedprox", "mu": 0.25}
+FEDPROX = {"name": "fedprox", "mu": 0.25}  # MODEL's train reports the mu it gets (its to apply, as own-model.md says)
 MODEL = '''
 """A softmax layer over 8x8 images, its weights shaped like them: (8, 8, classes)."""
 import numpy as np
@@ -46,7 +46,6 @@ def train(params, features, labels, training, seed):
         delta[np.arange(len(batch)), labels[batch]] -= 1.0
         weights -= training.learning_rate * np.tensordot(features[batch], delta, axes=([0], [0])) / len(batch)
         bias -= training.learning_rate * delta.mean(axis=0)
-    # (FedProx's mu is this train's to apply: this model only reports the mu it was given.)
     return LocalResult([weights, bias], {"batches": float(-(-len(labels) // training.batch_size)), "mu": float(training.strategy.proximal_mu)})
 
 
