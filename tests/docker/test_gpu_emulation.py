@@ -13,7 +13,6 @@ import sys
 import pytest
 import yaml
 
-from deploy.compose import compose_cli
 from deploy.gpus import DEVICES_VARIABLE
 from deploy.images import IMAGE
 from deploy.kit import KIT_FILE, env_file_values
@@ -128,9 +127,9 @@ def test_a_config_asking_the_emulation_for_more_gpus_is_refused_before_staging(l
     assert not (tmp_path / "results").exists()
 
 
-def test_compose_renders_a_device_request_per_node_container(tmp_path, monkeypatch):
+def test_compose_renders_a_device_request_per_node_container(tmp_path, monkeypatch, compose_tool):
     """docker-compose (1.29, or compose v2) reads the generated file: each node's NVIDIA request, its count an integer."""
-    tool = compose_cli()
+    tool = compose_tool
     monkeypatch.delenv(DEVICES_VARIABLE, raising=False)
     for name in (".env", "docker-compose.yml"):
         (tmp_path / name).write_text((RayEmulation().directory / name).read_text())
