@@ -391,14 +391,7 @@ def _files_come_back_through_the_data_filter(federation, docker_client, root: Pa
     )
     assert made.exit_code == 0, made.output
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "deploy.commands.fltest_flower", "files", "--out", "filtered"],
-            cwd=root,
-            env=_flower_env(federation),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = _flower_cli(federation, "files", "--out", str(root / "filtered"))
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         line = next(line for line in result.stdout.splitlines() if line.startswith(f"{NODES[0]}: "))
         left_out = line.partition("; left out (links out of the folder, special files): ")[2]
