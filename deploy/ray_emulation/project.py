@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -151,7 +153,20 @@ class RayEmulation(ComposeProject):
         before = self.ray_temp_volumes(client)
         workers = self.setting("RAY_WORKERS", "1")
         self.compose("up", "--detach", "--remove-orphans", "--scale", f"{WORKER_SERVICE}={workers}")
+        self._restart_workers_older_than_the_head(client)
         _remove_volumes(client, before - self.ray_temp_volumes(client))
+
+    def _restart_workers_older_than_the_head(self, client) -> None:
+        """Restart (gracefully) the running workers that started before the head did: ``up`` recreated or restarted
+        the head, which is a new Ray cluster. Their Ray nodes ended with the old head, but Ray notices only after its
+        GCS reconnection timeout (up to a minute); restarted now, they join the new head at once."""
+        heads = self.containers(client, HEAD_SERVICE)
+        if not heads:
+            return
+        head_started = started_at(heads[0])
+        for worker in self.containers(client, WORKER_SERVICE):
+            if started_at(worker) < head_started:
+                worker.restart(timeout=self.stop_timeout_s)
 
     def ray_temp_volumes(self, client) -> set[str]:
         """The names of the anonymous volumes the project's nodes keep ``/tmp/ray`` in."""
@@ -172,6 +187,12 @@ class RayEmulation(ComposeProject):
         volumes = self.ray_temp_volumes(client)
         super().down(files or [self.directory / COMPOSE_FILE, self.directory / DASHBOARD_FILE])
         _remove_volumes(client, volumes)
+
+
+def started_at(container) -> datetime:
+    """When ``container`` last started (Docker's RFC 3339 time, nanoseconds cut to Python's microseconds)."""
+    stamp = re.sub(r"(\.\d{6})\d*", r"\1", container.attrs["State"]["StartedAt"])
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _remove_volumes(client, names: set[str]) -> None:

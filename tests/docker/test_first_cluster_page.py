@@ -21,7 +21,7 @@ import requests
 from deploy.flower_emulation.federation import FlowerFederation
 from deploy.images import IMAGE
 from deploy.kit import KIT
-from deploy.ray_emulation.project import HEAD_SERVICE, RayEmulation
+from deploy.ray_emulation.project import HEAD_SERVICE, WORKER_SERVICE, RayEmulation, started_at
 from tests.conformance import TOLERANCE
 from tests.doc_blocks import block_steps, doc_block, run_block, user_checkout
 from tests.docker.hardening import assert_hardened
@@ -111,6 +111,11 @@ def test_the_ray_steps_of_the_page(checkout, default_projects, docker_client, fl
         now = {c.name: c.id for c in project.containers(docker_client) if c.name in ids}
         head_name = project.head(docker_client).name
         assert now[head_name] != ids[head_name] and all(now[n] == ids[n] for n in ids if n != head_name), (ids, now)
+        # A new head is a new Ray cluster: up restarted the workers itself (not Docker's restart policy, as their Ray
+        # nodes ended a minute later), after the head started.
+        head_started = started_at(project.head(docker_client))
+        for worker in project.containers(docker_client, WORKER_SERVICE):
+            assert started_at(worker) > head_started and worker.attrs["RestartCount"] == 0, worker.attrs["State"]
         jobs = dashboard.stdout.strip().splitlines()[-1]  # curl's answer, after up's lines
         assert isinstance(json.loads(jobs), list), dashboard.stdout  # the jobs (drivers) so far
         containers = project.containers(docker_client)
