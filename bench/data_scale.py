@@ -13,10 +13,12 @@ It prints the two side by side (time, peak RSS, ratio), the shards' bytes agains
 and what one client's shard costs in Ray's object store (``memory`` variant) against the float32
 rows of FLTest's first shard format. Then, on a 2-node local Ray cluster (head + one node, one
 CPU and a 200 MB object store each, spilling into a folder of its own), the flwr run with
-object-store shards against the naive ClientApp that closes over every client's shard (Flower
-pickles it with every message): wall time, pickled app size, bytes Ray spilled. Each run is a
-process of its own; the naive one is stopped, and printed as "exceeded", once Ray has spilled
-``--spill-limit-gb`` or it has run ``--time-limit`` seconds, so the benchmark never fills the disk.
+object-store shards against one whose clients read their shards from the driver's cache folder (what
+a shared filesystem would give): wall time, the pickled ClientApp, bytes Ray spilled. (A ClientApp
+that closes over every client's shard, which Flower would pickle with every message, cannot be
+written any more: ``flwr run`` ships the App as source.) Each run is a process of its own, stopped,
+and printed as "exceeded", once Ray has spilled ``--spill-limit-gb`` or it has run ``--time-limit``
+seconds, so the benchmark never fills the disk.
 Run: ``python bench/data_scale.py [--rows 60000] [--clients 120] [--no-ray]``.
 Targets (issue #16): prepare <= 2x the plain save, peak RSS <= 2x the source's Arrow size,
 object-store shards <= 1/4 of float32 rows.
@@ -161,12 +163,12 @@ RAY_OBJECT_STORE_BYTES = 200 * 1024**2
 
 
 def flwr_run(variant: str, source: Path, out: Path, clients: int, rounds: int) -> None:
-    """One flwr run on the cluster at ``FLTEST_RAY_ADDRESS``, in this process: ``ours`` or ``naive``."""
+    """One flwr run on the cluster at ``FLTEST_RAY_ADDRESS``, in this process: ``ours`` or ``folder``."""
     import datasets
 
     datasets.disable_progress_bars()
     sys.path.insert(0, str(REPO))
-    from bench.flwr_cluster import NaiveFlwrBackend
+    from bench.flwr_cluster import SharedFolderFlwrBackend
     from fltest.backends.flwr.backend import FlwrBackend
     from fltest.config.schema import ExperimentConfig
     from fltest.runner import run_experiment
@@ -178,7 +180,7 @@ def flwr_run(variant: str, source: Path, out: Path, clients: int, rounds: int) -
         total_cpus=2,
         training={"rounds": rounds, "local_steps": 5, "batch_size": 32, "learning_rate": 0.01, "round_timeout_s": 600},
     )
-    backend = NaiveFlwrBackend() if variant == "naive" else FlwrBackend()
+    backend = SharedFolderFlwrBackend() if variant == "folder" else FlwrBackend()
     run_experiment(ExperimentConfig.model_validate(data), out, backend_of=lambda run: backend)
 
 
@@ -187,7 +189,7 @@ def _spilled_bytes(folder: Path) -> int:
 
 
 def ray_comparison(work: Path, source: Path, clients: int, rounds: int, spill_limit: float, time_limit: float) -> None:
-    """Both flwr runs on one 2-node local cluster, side by side; the naive one bounded."""
+    """Both flwr runs on one 2-node local cluster, side by side, each bounded."""
     from ray.cluster_utils import Cluster
 
     spill = work / "spill"
@@ -205,7 +207,7 @@ def ray_comparison(work: Path, source: Path, clients: int, rounds: int, spill_li
     try:
         cluster.add_node(num_cpus=1, object_store_memory=RAY_OBJECT_STORE_BYTES)
         cluster.wait_for_nodes()
-        for variant in ("ours", "naive"):
+        for variant in ("ours", "folder"):
             before = _spilled_bytes(spill)
             out = work / "runs" / variant
             env = {
@@ -253,7 +255,7 @@ def ray_comparison(work: Path, source: Path, clients: int, rounds: int, spill_li
     finally:
         cluster.shutdown()
     print(f"\n2-node local Ray cluster, {clients} clients, {rounds} rounds (200 MB object store a node):")
-    print(f"{'client app':12} {'wall s':>8} {'pickled app':>14} {'Ray spilled':>12}  status")
+    print(f"{'shards':12} {'wall s':>8} {'pickled app':>14} {'Ray spilled':>12}  status")
     for variant, elapsed, app, spilled, status in rows:
         size = f"{app / 1e6:.2f} MB" if app else "-"
         print(f"{variant:12} {elapsed:8.0f} {size:>14} {spilled / 1e9:10.2f} GB  {status}")
@@ -266,10 +268,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=120)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-ray", action="store_true", help="skip the 2-node Ray comparison")
-    parser.add_argument("--spill-limit-gb", type=float, default=5.0, help="stop the naive run past this much spilled")
-    parser.add_argument("--time-limit", type=float, default=600.0, help="stop the naive run past this many seconds")
+    parser.add_argument("--spill-limit-gb", type=float, default=5.0, help="stop a run past this much spilled")
+    parser.add_argument("--time-limit", type=float, default=600.0, help="stop a run past this many seconds")
     parser.add_argument("--side", choices=["save", "prepare"], help=argparse.SUPPRESS)
-    parser.add_argument("--flwr-run", choices=["ours", "naive"], help=argparse.SUPPRESS)
+    parser.add_argument("--flwr-run", choices=["ours", "folder"], help=argparse.SUPPRESS)
     parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -1,11 +1,11 @@
-"""Benchmark: the flwr backend on a 2-node local Ray cluster, object-store shards vs shards in the app.
+"""Benchmark: the flwr backend on a 2-node local Ray cluster, object-store shards vs shards read from a shared folder.
 
 For 10, 60 and 120 clients it runs the same experiment twice on one 2-node cluster
 started here (head + one node, one CPU each): (a) fltest's way, each shard put in
-Ray's object store once and the client app holding references; (b) the naive Flower
-pattern, a client app that closes over every shard (Flower pickles the app with
-every message). It prints wall time and pickled app size side by side, then the
-flwr/reference time ratio on one machine (private Ray).
+Ray's object store once, a named actor holding the references, each client fetching its
+own; (b) each client reading its shard from the driver's cache folder, which works only
+where every node sees that folder (one host, or a shared filesystem). It prints the wall
+times side by side, then the flwr/reference time ratio on one machine (private Ray).
 Run: ``python bench/flwr_cluster.py [--clients 10 60 120] [--rounds 3] [--single-clients 10]``.
 """
 
@@ -23,22 +23,21 @@ from ray.cluster_utils import Cluster
 
 from fltest.backends.base import RunJob
 from fltest.backends.flwr.backend import FlwrBackend
-from fltest.backends.flwr.client_app import ShardSource
+from fltest.backends.flwr.cluster import join_cluster
+from fltest.backends.flwr.pulling_grid import SIMULATION_PULL_INTERVAL_S
+from fltest.backends.flwr.shard_sources import cache_spec
+from fltest.backends.flwr_deployment.run_config import PULL_INTERVAL_KEY, SHARD_SOURCE_KEY
 from fltest.config.schema import ExperimentConfig
-from fltest.data.shards import client_dataset, dataset_arrays
 from fltest.runner import run_experiment
 
 
-class NaiveFlwrBackend(FlwrBackend):
-    """The pattern fltest avoids: the client app carries every client's shard."""
+class SharedFolderFlwrBackend(FlwrBackend):
+    """Each client reads its shard from the driver's cache folder, as a shared filesystem would serve it."""
 
-    def cluster_shard_source(self, job: RunJob) -> ShardSource:
-        """All shards as arrays in a dict the app closes over."""
-        arrays = {
-            pid: dataset_arrays(client_dataset(job.shards, pid), job.shards.scale)
-            for pid in range(job.shards.num_clients)
-        }
-        return arrays.__getitem__
+    def _shard_settings(self, job: RunJob, address: str | None):
+        """The cache folder as the shard source; the driver still joins (and checks) the cluster."""
+        join_cluster(address)
+        return {PULL_INTERVAL_KEY: SIMULATION_PULL_INTERVAL_S, SHARD_SOURCE_KEY: cache_spec(job.shards)}, None
 
 
 def _config(clients: int, rounds: int, frameworks: list[str]) -> ExperimentConfig:
@@ -84,16 +83,13 @@ def main() -> None:
             if ray.is_initialized():
                 ray.shutdown()
             os.environ["FLTEST_RAY_ADDRESS"] = cluster.address
-            print(
-                f"{'clients':>7}  {'object-store s':>14}  {'app KB':>8}  {'naive s':>8}  {'naive app KB':>12}  {'naive/ours time':>15}"
-            )
+            print(f"{'clients':>7}  {'object-store s':>14}  {'shared-folder s':>15}  {'folder/store time':>17}")
             for clients in args.clients:
                 ours = _cluster_run(clients, args.rounds, results / "ours", FlwrBackend())
-                naive = _cluster_run(clients, args.rounds, results / "naive", NaiveFlwrBackend())
+                folder = _cluster_run(clients, args.rounds, results / "folder", SharedFolderFlwrBackend())
                 print(
-                    f"{clients:>7}  {ours['wall_s']:>14.1f}  {ours['client_app_pickled_bytes'] / 1e3:>8.1f}  "
-                    f"{naive['wall_s']:>8.1f}  {naive['client_app_pickled_bytes'] / 1e3:>12.1f}  "
-                    f"{naive['wall_s'] / ours['wall_s']:>15.2f}",
+                    f"{clients:>7}  {ours['wall_s']:>14.1f}  {folder['wall_s']:>15.1f}  "
+                    f"{folder['wall_s'] / ours['wall_s']:>17.2f}",
                     flush=True,
                 )
         finally:

@@ -17,12 +17,16 @@ from fltest.params import Params
 
 @dataclass(frozen=True)
 class RoundResult:
-    """One finished round: the new global model, the partitions that trained, their averaged metrics."""
+    """One finished round: the new global model, the partitions that trained, their averaged metrics; and, where the
+    framework timed the round itself, how long it took (``round_s``)."""
 
     server_round: int
     params: Params
     train_metrics: Metrics
     clients: list[int]
+    # Set where fltest learns of a round later than it ends: a Flower ServerApp's lines reach fltest through Flower's
+    # log, uploaded every 0.2 s and streamed every 0.5 s. None: fltest times the round as its result arrives.
+    round_s: float | None = None
 
 
 class RunProgress(Protocol):

@@ -68,7 +68,9 @@ class RecordedProgress:
     def round_done(self, result: RoundResult) -> None:
         """Evaluate the round's global model and record the round."""
         metrics = evaluate_global(self.model, result.params, *self.test, self.hooks, result.server_round)
-        self.recorder.record_round(result.server_round, result.params, metrics, result.train_metrics, result.clients)
+        self.recorder.record_round(
+            result.server_round, result.params, metrics, result.train_metrics, result.clients, result.round_s
+        )
 
     def note(self, **info: Any) -> None:
         """Add ``info`` to the run's summary."""

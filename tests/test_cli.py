@@ -63,6 +63,10 @@ def test_the_first_experiment_page_as_written_compares_three_frameworks(tmp_path
     ):
         assert row in result.stdout, result.stdout
     assert "round 5/5" in result.stderr  # progress, one line a round when not on a terminal
+    # No warning a user cannot act on (before flwr run: run_simulation's deprecation, Ray's FutureWarning, Flower's
+    # fraction_evaluate and two "Manually terminating ClientAppActor" lines).
+    unactionable = [line for line in result.stderr.splitlines() if re.search(r"warn|deprecat|terminating", line, re.I)]
+    assert unactionable == [], unactionable
 
     (tmp_path / "editor.py").write_text(EDITOR)
     changed = run_block(

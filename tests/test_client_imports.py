@@ -3,7 +3,8 @@
 A Flower 1.42 SuperNode starts one ``flwr-clientapp`` process per message, which imports the
 module the App's pyproject names as its clientapp: whatever that module pulls in is paid again by
 every client in every round. NVFlare's simulator starts a process a client, which runs FLTest's
-Client API script: its imports are paid by every client before round 1. Ray and ``flwr.simulation`` (the simulation's), ``datasets`` (the driver
+Client API script: its imports are paid by every client before round 1. Ray and ``flwr.simulation`` (a
+simulation's runtime, which has them already), ``datasets`` (the driver
 prepares shards with it; a client reads its own with pyarrow), matplotlib and pandas (plots and
 reports) must stay out.
 """
@@ -11,7 +12,6 @@ reports) must stay out.
 from __future__ import annotations
 
 import json
-import pickle
 import subprocess
 import sys
 
@@ -61,14 +61,19 @@ def test_a_client_reading_its_shard_imports_neither_pandas_nor_datasets(fresh_ca
     pyarrow's ``to_numpy`` imports pandas on its first call in a process: 0.2 s on an idle machine,
     several on a busy one, inside ``round_timeout_s`` of round 1.
     """
+    from fltest.backends.flwr.shard_sources import cache_spec
+
     config = ExperimentConfig.model_validate(base_config())
     shards, _ = prepare_shards(config)
-    read = f"x, y = pickle.loads(bytes.fromhex({pickle.dumps(shards).hex()!r})).client_arrays(0)"  # as a Ray worker gets it
-    pulled = sorted(m for m in imported_by("pickle", read) if m.partition(".")[0] in FORBIDDEN)
+    read = f"x, y = shard_source({cache_spec(shards)!r})(0)"  # as a simulated client reads it, named in the run config
+    module = "fltest.backends.flwr.shard_sources"
+    pulled = sorted(
+        m for m in imported_by(module, f"from {module} import shard_source; {read}") if m.partition(".")[0] in FORBIDDEN
+    )
     assert not pulled, f"reading a shard imports {pulled[:5]}"
 
 
 def test_the_check_sees_what_a_module_imports():
     """The same check on the driver's modules finds what they import: the subprocess reports real imports."""
     assert {"datasets", "pandas"} <= imported_by("fltest.data.shards")
-    assert {"ray", "flwr.simulation"} <= imported_by("fltest.backends.flwr.backend")
+    assert {"ray"} <= imported_by("fltest.backends.flwr.cluster")

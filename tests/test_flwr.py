@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -14,7 +18,8 @@ import ray
 import yaml
 
 from fltest.backends.flwr.client_app import make_client_app
-from fltest.backends.flwr.cluster import ObjectStoreShards, put_shards
+from fltest.backends.flwr.cluster import hold_shards
+from fltest.backends.flwr.shard_sources import ObjectStoreShards
 from fltest.backends.supervision.deadlines import REPLY_GRACE_S
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shard_cache import cache_key, prepare_shards
@@ -164,6 +169,84 @@ def test_a_client_that_sends_no_reply_at_all_fails_the_round_as_no_reply_in_time
     assert not ray.is_initialized()
 
 
+def test_round_times_are_the_rounds_not_the_log_s_batches(tmp_path, monkeypatch):
+    """The ServerApp's lines reach fltest through Flower's log in batches (0.2 s uploads, 0.5 s streams): several
+    rounds of 0.1 s arrive at once. Each round's recorded time is still its own: at least its clients' training."""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    (tmp_path / "timed_hooks.py").write_text(
+        "import time\ndef before_local_training(partition_id, server_round, x, y):\n    time.sleep(0.1)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run_experiment(_config(clients=2, rounds=8, hooks="timed_hooks"), tmp_path)
+    rounds = [
+        json.loads(line) for line in (tmp_path / "flwr-test" / "flower" / "metrics.jsonl").read_text().splitlines()
+    ]
+    times = [r["round_s"] for r in rounds if r["round"] > 0]
+    assert len(times) == 8 and min(times) >= 0.1, times  # two clients on two CPUs: 0.1 s of sleep each, at once
+    assert sum(times) <= rounds[-1]["elapsed_s"], times
+
+
+def test_a_simulation_superlink_that_cannot_start_fails_the_run_in_one_line_naming_it(tmp_path, monkeypatch):
+    """Its port taken (the kernel's free port, taken before the SuperLink binds it): the run fails with the
+    SuperLink's own reason, well within the start-up allowance, and nothing of it is left."""
+    from fltest.backends.flwr import superlink
+
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    with socket.socket() as taken:
+        taken.bind((superlink.HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setattr(superlink, "_free_port", lambda: port)
+        start = time.monotonic()
+        run_experiment(_config(rounds=1), tmp_path)
+        took = time.monotonic() - start
+    assert _summary(tmp_path / "flwr-test", "flower")["error"] == (
+        f"the simulation SuperLink on 127.0.0.1:{port} did not start (exit 1): [Errno 98] error while attempting to "
+        f"bind on address ('127.0.0.1', {port}): address already in use"
+    )
+    assert took < superlink.START_TIMEOUT_S
+
+
+def test_a_missing_superlink_executable_fails_the_run_in_one_line_naming_it(tmp_path, monkeypatch):
+    from fltest.backends.flwr import superlink
+
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(superlink, "SUPERLINK", "flower-superlink-not-installed")
+    run_experiment(_config(rounds=1), tmp_path)
+    assert _summary(tmp_path / "flwr-test", "flower")["error"] == (
+        f"flower-superlink-not-installed: not found beside {sys.executable} nor on PATH: Flower's simulation needs it "
+        "(pip install 'flwr[simulation]==1.42.0')"
+    )
+
+
+def test_two_simulations_at_once_do_not_meet(tmp_path, write_config):
+    """Two ``fltest run`` of the same experiment at once, each from its own folder: each starts its own SuperLink (its
+    own port and Flower home), and both match the reference."""
+    commands = []
+    for name in ("first", "second"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.yaml").write_text(
+            yaml.safe_dump(_config(rounds=2).model_dump(mode="json", exclude={"hooks"}) | {"name": name})
+        )
+        commands.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "fltest.cli", "run", "config.yaml"],
+                cwd=folder,
+                env={**os.environ, "FLTEST_RAY_ADDRESS": ""},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = [command.communicate(timeout=600) for command in commands]
+    for (name, command), (_, stderr) in zip((("first", commands[0]), ("second", commands[1])), outputs, strict=True):
+        assert command.returncode == 0, stderr
+        experiment = tmp_path / name / "results" / name
+        assert _summary(experiment, "flower")["status"] == "completed", stderr
+        assert_conforms(experiment, "flower", 2)
+
+
 def test_an_address_with_no_cluster_fails_in_bounded_time(tmp_path, monkeypatch):
     monkeypatch.setenv("FLTEST_RAY_ADDRESS", "127.0.0.1:1")
     start = time.monotonic()
@@ -193,9 +276,8 @@ def test_pickled_client_app_stays_small_as_clients_grow(fresh_cache):
         for clients in (10, 120):
             config = _config(clients=clients, partition={"method": "iid"})
             shards, _ = prepare_shards(config, "memory")
-            sizes[clients] = len(
-                cloudpickle.dumps(make_client_app(config, ObjectStoreShards(put_shards(shards), shards.scale)))
-            )
+            _, holder = hold_shards(shards)
+            sizes[clients] = len(cloudpickle.dumps(make_client_app(config, ObjectStoreShards(holder, shards.scale))))
             arrays = [shards.client_arrays(i) for i in range(clients)]
             naive[clients] = len(cloudpickle.dumps(make_client_app(config, arrays.__getitem__)))
     finally:

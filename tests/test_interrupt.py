@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import psutil
 import pytest
@@ -25,6 +26,7 @@ SLOW_HOOKS = (  # a slow client, so that the interrupt lands mid-run
 INTERRUPT_AT = "round 2/"
 START_TIMEOUT_S = 240  # Ray or the NVFlare simulator starting on a loaded 2-core machine
 STOP_TIMEOUT_S = 60
+MARK_VARIABLE = "FLTEST_INTERRUPT_TEST"  # in the command's environment, and so in every process it starts
 LEFTOVER_WAIT_S = 30  # for a private Ray's processes to end after fltest (Ray's own exit handler stops them)
 
 
@@ -34,14 +36,16 @@ def _as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _session_processes(session: int) -> list[str]:
-    """The processes still in ``session`` (the command's own session), as ``pid name``."""
+def _command_processes(session: int, mark: str) -> list[str]:
+    """The processes still in ``session`` (the command's own session), or started from it in sessions of their own
+    (a simulation SuperLink and what it starts: they carry the command's environment, with ``mark`` in it), as
+    ``pid name``."""
     found = []
     for process in psutil.process_iter(["pid", "name"]):
         try:
-            if os.getsid(process.pid) == session:
+            if os.getsid(process.pid) == session or process.environ().get(MARK_VARIABLE) == mark:
                 found.append(f"{process.pid} {process.info['name']}")
-        except (ProcessLookupError, PermissionError):
+        except (ProcessLookupError, PermissionError, psutil.Error):
             continue
     return found
 
@@ -61,9 +65,11 @@ def _interrupt_mid_run(write_config, tmp_path, run: dict, how: str) -> tuple[int
     data["training"]["round_timeout_s"] = 600  # a ServerApp still waiting for replies would outlive the test
     data["runs"] = [run]
     path = write_config(data)
+    mark = uuid.uuid4().hex
     process = subprocess.Popen(
         [sys.executable, "-m", "fltest.cli", "run", path.name],
         cwd=tmp_path,
+        env={**os.environ, MARK_VARIABLE: mark},
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -92,13 +98,13 @@ def _interrupt_mid_run(write_config, tmp_path, run: dict, how: str) -> tuple[int
         except subprocess.TimeoutExpired:
             code = None
         deadline = time.monotonic() + LEFTOVER_WAIT_S
-        while (leftovers := _session_processes(process.pid)) and time.monotonic() < deadline:
+        while (leftovers := _command_processes(process.pid, mark)) and time.monotonic() < deadline:
             time.sleep(1)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        for pid_name in _session_processes(process.pid):  # what the test itself must not leave
+        for pid_name in _command_processes(process.pid, mark):  # what the test itself must not leave
             os.kill(int(pid_name.split()[0]), signal.SIGKILL)
     reader.join(timeout=10)
     return code, lines, leftovers

@@ -3,7 +3,7 @@
 Run inside a node container (``docker exec``), as its user: ``fltest-deploy run/stop/down`` and
 Ansible's ``run.yml``/``stop.yml`` find an experiment still running in the Ray head with ``list``
 and stop it with ``stop``, which sends it SIGINT, as Ctrl-C would: fltest stops the framework
-(the Flower simulation and its Ray actors, NVFlare's simulator), records the rounds so far with a
+(the Flower simulation, its SuperLink and Ray actors; NVFlare's simulator), records the rounds so far with a
 summary saying ``interrupted`` and exits 130. A process still there after ``--timeout`` seconds is
 killed. Both print one JSON list, a run an element (``pid``, ``run_id``, ``config``, ``started``;
 ``stop`` adds ``outcome``: ``stopped`` or ``killed``). Standard library only.

@@ -19,6 +19,11 @@ Storage = Literal["mmap", "memory"]
 LABEL_PLOT = "label_distribution.png"
 
 
+def client_folder(root: Path, partition_id: int) -> Path:
+    """The ``save_to_disk`` folder of client ``partition_id``'s shard in the shard set at ``root``."""
+    return root / "clients" / f"{partition_id:05d}"
+
+
 @dataclass(frozen=True)
 class ShardSet:
     """A prepared, cached shard set; small enough to pickle (it holds paths, not data).
@@ -39,7 +44,7 @@ class ShardSet:
 
     def client_folder(self, partition_id: int) -> Path:
         """The ``save_to_disk`` folder of client ``partition_id``'s shard."""
-        return self.root / "clients" / f"{partition_id:05d}"
+        return client_folder(self.root, partition_id)
 
     @property
     def test_folder(self) -> Path:

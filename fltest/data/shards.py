@@ -33,7 +33,7 @@ from fltest.data.plots import save_label_distribution
 from fltest.data.shard_arrays import LABEL_COLUMN, table_arrays
 from fltest.data.shard_cache import FORMAT_VERSION, read_meta
 from fltest.data.shard_rows import SourceRows
-from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
+from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage, client_folder
 from fltest.data.sources import label_array, load_source
 from fltest.data.split import Split, split_rows
 
@@ -87,7 +87,7 @@ def _write_shards(staging: Path, key: str, columns: datasets.Dataset, split: Spl
     sizes = []
     for client in tqdm(range(num_clients), desc="writing shards", unit="client", disable=None, leave=False):
         rows = split.client_rows(client)
-        write(rows, staging / "clients" / f"{client:05d}")
+        write(rows, client_folder(staging, client))
         sizes.append(len(rows))
     return sizes
 

@@ -71,8 +71,10 @@ class RunRecorder:
         test_metrics: Metrics,
         train_metrics: Metrics | None = None,
         clients: list[int] | None = None,
+        round_s: float | None = None,
     ) -> None:
-        """Append one round's metrics (round 0 is the initial model) and keep its model."""
+        """Append one round's metrics (round 0 is the initial model) and keep its model; ``round_s``: the round's time
+        as the framework measured it, else the time since the last round (or the set-up) ended, as recorded here."""
         if server_round != self.last_round + 1:
             raise RuntimeError(f"round {server_round} recorded after round {self.last_round}")
         now = time.perf_counter()
@@ -81,7 +83,7 @@ class RunRecorder:
             "test": test_metrics,
             "train": train_metrics or {},
             "clients": clients or [],
-            "round_s": round(now - self._last_mark, 6),
+            "round_s": round(now - self._last_mark if round_s is None else round_s, 6),
             "elapsed_s": round(now - self._started, 6),
         }
         with stop_signals_deferred():  # a stop signal here waits: the line, the model and the count agree

@@ -410,7 +410,7 @@ def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cau
     victim = None
     try:
         _wait_for_round(emulation.head(docker_client), "cutoff", 2, _process_state(run, stderr_path))
-        victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
+        victim = _client_hosting_worker(emulation, docker_client)
         cut = time.monotonic()
         network.disconnect(victim)
         unhealthy_after = None
@@ -472,7 +472,7 @@ def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_clust
         2,
         lambda: ("code" in outcome, f"exit code {outcome['code']}" if "code" in outcome else "running"),
     )
-    victim = emulation.containers(docker_client, WORKER_SERVICE)[0]
+    victim = _client_hosting_worker(emulation, docker_client)  # the run then loses one of its clients
     hostname = victim.attrs["Config"]["Hostname"]
     killed_node = [n["node_id"] for n in live_ray_nodes(emulation.head(docker_client)) if n["hostname"] == hostname]
     victim.kill()
@@ -543,6 +543,39 @@ def _deploy_run_as_a_user(tmp_path: Path, env: dict[str, str], config: Path, std
         )
 
 
+FLOWER_PROCESSES = ("flower-superlink", "flower-superexec", "flwr-simulation")  # what a Flower simulation starts
+
+
+def _flower_processes(head) -> list[str]:
+    """The command lines of the Flower simulation's processes still running in ``head`` (its SuperLink and what the
+    SuperLink started, in sessions of their own)."""
+    probe = (
+        "import json, os, psutil; print(json.dumps([' '.join(p.cmdline()) for p in psutil.process_iter() "
+        f"if p.pid != os.getpid() and any(name in ' '.join(p.cmdline()) for name in {list(FLOWER_PROCESSES)!r})]))"
+    )
+    return json.loads(head.exec_run(["python", "-c", probe]).output.decode().strip().splitlines()[-1])
+
+
+def _client_hosting_worker(emulation, docker_client):
+    """A worker container that hosts one of the running Flower simulation's ClientApp actors (a worker that hosts
+    none, a Ray node the run does not use, would not fail the run when killed or cut off)."""
+    probe = (
+        "import json, ray; ray.init(address='ray-head:6379', logging_level='ERROR'); "
+        "print(json.dumps([a['Address']['IPAddress'] for a in ray._private.state.state.actor_table(None).values() "
+        "if a['ActorClassName'] == 'ClientAppActor' and a['State'] == 'ALIVE']))"
+    )
+    network = f"{PROJECT}_cluster"
+    deadline = time.monotonic() + 60
+    while True:
+        output = emulation.head(docker_client).exec_run(["python", "-c", probe]).output.decode().strip()
+        hosts = set(json.loads(output.splitlines()[-1]))
+        for worker in emulation.containers(docker_client, WORKER_SERVICE):
+            if worker.attrs["NetworkSettings"]["Networks"][network]["IPAddress"] in hosts:
+                return worker
+        assert time.monotonic() < deadline, f"no worker hosts a ClientApp actor: actors on {sorted(hosts)}"
+        time.sleep(2)
+
+
 def _ray_cpus_free(head) -> tuple[float, float]:
     """The cluster's available and total CPUs, asked by a driver in the head."""
     probe = (
@@ -595,6 +628,7 @@ def test_stopping_fltest_deploy_run_stops_the_run_in_the_head_and_brings_its_rou
     )
     assert stopped_after < 45  # the issue's 30 s, with room for a loaded host
     assert runs_in(head) == []  # no fltest run left in the head
+    assert _flower_processes(head) == []  # nor its simulation SuperLink
     assert head.exec_run(["ls", "/var/lib/fltest/work/runs"]).output.decode().split() == []  # nor its staged folder
     deadline = time.monotonic() + 30  # the driver's actors end with it: every CPU free again
     while (cpus := _ray_cpus_free(head))[0] != cpus[1] and time.monotonic() < deadline:
@@ -641,6 +675,7 @@ def test_a_run_left_by_a_killed_fltest_deploy_is_refused_by_the_next_and_stop_br
     summary = json.loads((rescued / "orphan" / "flower" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["rounds_completed"] >= 2, summary
     assert runs_in(head) == [] and head.exec_run(["ls", "/var/lib/fltest/work/runs"]).output.decode().split() == []
+    assert _flower_processes(head) == []
 
 
 def test_the_head_killed_during_a_run_leaves_its_results_on_the_host_and_down_keeps_them(

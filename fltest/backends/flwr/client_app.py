@@ -16,12 +16,11 @@ clients.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
 
-import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from fltest.backends.flwr.shard_sources import ShardSource
 from fltest.backends.flwr.time_limit import call_within
 from fltest.backends.supervision.deadlines import Deadlines
 from fltest.config.schema import ExperimentConfig
@@ -29,7 +28,6 @@ from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
 from fltest.params import Params, keyed, unkeyed
 
-ShardSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 PARAMS_KEY = "arrays"
 HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
 INFO_KEY = "info"  # a ConfigRecord with the client's partition id

@@ -1,10 +1,11 @@
-"""Joining an existing Ray cluster (``FLTEST_RAY_ADDRESS``) and placing shards in its object store."""
+"""Joining an existing Ray cluster (``FLTEST_RAY_ADDRESS``) and placing a run's shards in its object store."""
 
 from __future__ import annotations
 
 import os
 import platform
 import socket
+import uuid
 import warnings
 
 import ray
@@ -12,6 +13,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from fltest.backends.flwr.ray_errors import ray_node_info, remember_node_names
 from fltest.backends.flwr.ray_session import init_ray
+from fltest.backends.flwr.shard_sources import HOLDER_NAMESPACE
 from fltest.backends.ray_address import ADDRESS_VARIABLE
 from fltest.data.shard_set import ShardSet
 from fltest.errors import InputError, RunFailed
@@ -138,6 +140,35 @@ def check_nodes_answer() -> None:
         )
 
 
+@ray.remote(num_cpus=0)
+class ShardHolder:
+    """Keeps the references to a run's shards, which the driver put into the object store, and hands a client its own.
+
+    The ClientApps run in another Ray job (Flower's simulation runtime) than the driver that put the
+    shards: they find this actor by its name, in :data:`~fltest.backends.flwr.shard_sources.HOLDER_NAMESPACE`.
+    """
+
+    def __init__(self, references: list[ray.ObjectRef]) -> None:
+        """Keep ``references`` (a list, so that Ray hands the references over, not the shards)."""
+        self._references = references
+
+    def shard(self, partition_id: int) -> list[ray.ObjectRef]:
+        """The reference to client ``partition_id``'s shard, in a list (the reference itself, not its data)."""
+        return [self._references[partition_id]]
+
+
+def hold_shards(shards: ShardSet) -> tuple[ray.actor.ActorHandle, str]:
+    """Put every client's shard into the object store once and start the actor that hands them out; returns its
+    handle (which the driver keeps for the run: the actor ends with it) and its name."""
+    references = put_shards(shards)
+    name = f"fltest-shards-{uuid.uuid4().hex}"
+    holder = ShardHolder.options(name=name, namespace=HOLDER_NAMESPACE).remote(
+        [references[pid] for pid in range(shards.num_clients)]
+    )
+    ray.get(holder.shard.remote(0))  # started, and holding them
+    return holder, name
+
+
 def put_shards(shards: ShardSet) -> dict[int, ray.ObjectRef]:
     """Put every client's in-memory shard into the object store once, as its Arrow table; returns the references.
 
@@ -146,36 +177,3 @@ def put_shards(shards: ShardSet) -> dict[int, ray.ObjectRef]:
     from fltest.data.shards import client_dataset  # the datasets library: a Ray cluster's runs only (0.7 s)
 
     return {pid: ray.put(client_dataset(shards, pid).data.table) for pid in range(shards.num_clients)}
-
-
-class ObjectStoreShards:
-    """A shard source that fetches only the asking client's shard from Ray's object store."""
-
-    def __init__(self, refs: dict[int, ray.ObjectRef], scale: float) -> None:
-        """Hold the references (small when pickled), not the data; ``scale`` divides the features (the shard set's)."""
-        self.refs = refs
-        self.scale = scale
-
-    def __call__(self, partition_id: int):
-        """Client ``partition_id``'s features and labels."""
-        import datasets
-        from datasets.table import InMemoryTable
-
-        from fltest.data.shards import dataset_arrays
-
-        table = InMemoryTable(ray.get(self.refs[partition_id]))
-        return dataset_arrays(
-            datasets.Dataset(table, fingerprint=f"fltest-shard-{partition_id}"), self.scale
-        )  # no hash of the data
-
-
-class LocalCacheShards:
-    """A shard source that memory-maps the asking client's shard from this machine's cache."""
-
-    def __init__(self, shards: ShardSet) -> None:
-        """Hold the shard set (paths and sizes, no data)."""
-        self.shards = shards
-
-    def __call__(self, partition_id: int):
-        """Client ``partition_id``'s features and labels."""
-        return self.shards.client_arrays(partition_id)

@@ -1,20 +1,14 @@
-"""A Grid that pulls a round's replies at FLTest's pace, and whose waits end once the run is stopped.
+"""A Grid that pulls a round's replies at FLTest's pace.
 
 Flower's grids wait between pulls for replies: the simulation's in-memory grid 0.1 s, the
 deployment's grid 3 s (``time.sleep(3)`` in ``flwr.superlink.grid.http_grid``). A round then ends
 up to a whole wait after its last reply, and FLTest's table would time Flower's wait rather than
-Flower's work. The ServerApp gets this grid instead, pulling every ``pull_interval_s``.
-
-Flower's simulation runs the ServerApp in a thread of its own that is not a daemon: after a
-Ctrl-C in the main thread it would keep waiting for replies that never come (up to
-``round_timeout_s`` a round) and keep the process alive. Given a ``stop`` event, this grid's
-``send_and_receive`` raises :class:`RunStopped` once it is set, which the ServerApp's main catches
-to return at once. (A deployment's ServerApp is its own process, which ``flwr stop`` ends.)
+Flower's work. The ServerApp gets this grid instead, pulling every ``pull_interval_s``. (Its process, ``flwr-serverapp``
+or ``flwr-simulation``, is ended by ``flwr stop``: nothing here waits for a stop.)
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable
 
@@ -32,17 +26,12 @@ SIMULATION_PULL_INTERVAL_S = 0.01
 DEPLOYMENT_PULL_INTERVAL_S = 0.1
 
 
-class RunStopped(Exception):
-    """The run was stopped while the ServerApp waited for replies."""
-
-
 class PullingGrid(Grid):
-    """``grid``, with a ``send_and_receive`` that pulls every ``pull_interval_s`` and gives up when ``stop`` is set."""
+    """``grid``, with a ``send_and_receive`` that pulls every ``pull_interval_s``."""
 
-    def __init__(self, grid: Grid, pull_interval_s: float, stop: threading.Event | None = None) -> None:
+    def __init__(self, grid: Grid, pull_interval_s: float) -> None:
         self._grid = grid
         self._pull_interval_s = pull_interval_s
-        self._stop = stop or threading.Event()  # never set: no one stops this run but its process's end
         self._allowance_s = 0.0
 
     def allow_once(self, extra_s: float) -> None:
@@ -75,7 +64,7 @@ class PullingGrid(Grid):
         return self._grid.pull_messages(message_ids)
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        """Push ``messages`` and pull their replies until all came, ``timeout`` passed, or the run stopped."""
+        """Push ``messages`` and pull their replies until all came or ``timeout`` passed."""
         waiting = set(self.push_messages(messages))
         deadline = None if timeout is None else time.monotonic() + timeout + self._allowance_s
         self._allowance_s = 0.0
@@ -86,5 +75,4 @@ class PullingGrid(Grid):
             waiting.difference_update(reply.metadata.reply_to_message_id for reply in pulled)
             if not waiting or (deadline is not None and time.monotonic() >= deadline):
                 return replies
-            if self._stop.wait(self._pull_interval_s):
-                raise RunStopped
+            time.sleep(self._pull_interval_s)

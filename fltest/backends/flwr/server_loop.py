@@ -5,11 +5,10 @@ When round 1 trains every client (``fraction_fit`` 1), the clients are not queri
 deployment, a ClientApp process on each SuperNode and a SuperNode poll) before round 1. Round 1
 then also starts the clients, so its replies get the start-up allowance on top.
 
-A simulation's ServerApp runs in the fltest process and reports into a queue
-(:mod:`fltest.backends.flwr.simulation`); a deployment's runs in the SuperLink and reports as lines
-of the run's log (:mod:`fltest.backends.flwr_deployment.channel`). Either way it starts from the
-initial model the driver made, waits as :class:`~fltest.backends.supervision.Deadlines` says, and
-reports through a :class:`RunSink`.
+The ServerApp runs where Flower runs it (a deployment's SuperLink, a simulation's ``flwr-simulation``
+process) and reports as lines of the run's log (:mod:`fltest.backends.flwr_deployment.channel`). It
+starts from the initial model the driver made, waits as :class:`~fltest.backends.supervision.Deadlines`
+says, and reports through a :class:`RunSink`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Protocol
 from flwr.app import ArrayRecord, ConfigRecord
 
 from fltest.backends.flwr.client_app import params_to_record, record_to_params
-from fltest.backends.flwr.pulling_grid import PullingGrid, RunStopped
+from fltest.backends.flwr.pulling_grid import PullingGrid
 from fltest.backends.flwr.strategy import flower_strategy, query_partitions, wait_for_nodes
 from fltest.backends.supervision.deadlines import Deadlines
 from fltest.config.schema import ExperimentConfig
@@ -53,8 +52,7 @@ def serve_rounds(
 
     ``node_label`` names a client's node in failure lines by its host (``SuperNode`` gives
     ``client 1 (SuperNode <hostname>, Flower node <id>)``). A failure is reported, then raised,
-    so that Flower records the run as failed too; a stop the driver asked for
-    (:class:`~fltest.backends.flwr.pulling_grid.RunStopped`) is raised unreported.
+    so that Flower records the run as failed too.
     """
     deadlines = Deadlines.of(config)
     try:
@@ -92,8 +90,6 @@ def serve_rounds(
             train_config=ConfigRecord(),
             evaluate_fn=report,
         )
-    except RunStopped:  # the driver stops the run: nothing to report
-        raise
     except FLTestError as exc:
         sink.failed(str(exc))
         raise

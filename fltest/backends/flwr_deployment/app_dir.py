@@ -67,11 +67,18 @@ def user_module_sources(config: ExperimentConfig) -> list[Path]:
     return list(dict.fromkeys(module_source(field, name) for field, name in named.items() if name))
 
 
-def write_app_dir(folder: Path, config: ExperimentConfig, shards: ShardSet, initial: Params) -> Path:
+def write_app_dir(
+    folder: Path,
+    config: ExperimentConfig,
+    shards: ShardSet,
+    initial: Params,
+    extra: dict[str, str | int | float] | None = None,
+) -> Path:
     """Write the app directory for ``config`` into ``folder``: its ``pyproject.toml``, the initial model ``initial``
     (:data:`~fltest.backends.flwr_deployment.run_config.INITIAL_MODULE`, when it fits in a bundle) and the user's
-    modules beside it; returns ``folder``."""
+    modules beside it; ``extra`` run-config values join the common ones (a simulation's); returns ``folder``."""
     values = {
+        **(extra or {}),
         EXPERIMENT_KEY: config.model_dump_json(),
         SHARDS_KEY: cache_key(config, EXPORT_STORAGE),  # what the nodes' exports carry, whatever ``shards`` is
         FEATURES_KEY: ",".join(map(str, shards.feature_shape)),

@@ -1,8 +1,9 @@
 """What the ServerApp tells the fltest process, as lines in the run's log (``flwr log``).
 
-The ServerApp runs inside the SuperLink, so it cannot write fltest's results itself: it
-prints ``FLTEST-READY`` once every client answered, one ``FLTEST-ROUND`` line a round (the global
-model, exactly, as base64 ``.npz``; the training metrics; the selected partitions),
+The ServerApp runs where Flower runs it (the SuperLink's ``flwr-serverapp``, a simulation's
+``flwr-simulation``), so it cannot write fltest's results itself: it prints ``FLTEST-READY`` once
+every client answered, one ``FLTEST-ROUND`` line a round (the global model, exactly, as base64
+``.npz``; the training metrics; the selected partitions; the round's time),
 ``FLTEST-DONE`` at the end, and ``FLTEST-ERROR`` with the one-line reason when the run fails. The
 fltest process reads the lines back as the run supervisor's events, and evaluates and records
 each round.
@@ -14,6 +15,7 @@ import base64
 import json
 import re
 import sys
+import time
 
 from fltest.backends.supervision.follow import Done, Event, Failed, Ready, Round
 from fltest.params import params_from_bytes, params_to_bytes
@@ -30,14 +32,25 @@ def _emit(kind: str, payload: dict) -> None:
 
 
 class LogSink:
-    """The server loop's :class:`~fltest.backends.flwr.server_loop.RunSink` in the SuperLink: lines of the run's log."""
+    """The server loop's :class:`~fltest.backends.flwr.server_loop.RunSink` in the SuperLink: lines of the run's log.
+
+    Flower uploads a ServerApp's output every 0.2 s and ``flwr log --stream`` asks for it every 0.5 s, so
+    the lines reach fltest in batches: each round's line carries its time as measured here, from the end
+    of the set-up (``ready``) or of the round before.
+    """
+
+    def __init__(self) -> None:
+        """Start timing (the set-up's end resets it)."""
+        self._mark = time.monotonic()
 
     def ready(self) -> None:
         """Every client answered."""
+        self._mark = time.monotonic()
         _emit("READY", {})
 
     def round_done(self, result: RoundResult) -> None:
-        """Print a round's result."""
+        """Print a round's result, with its time."""
+        now = time.monotonic()
         _emit(
             "ROUND",
             {
@@ -45,8 +58,10 @@ class LogSink:
                 "params": base64.b64encode(params_to_bytes(result.params)).decode(),
                 "train_metrics": result.train_metrics,
                 "clients": result.clients,
+                "round_s": now - self._mark,
             },
         )
+        self._mark = now
 
     def failed(self, reason: str) -> None:
         """Print why the run failed (one line)."""
@@ -70,4 +85,6 @@ def parse_line(line: str) -> Event | None:
     if kind == "ERROR":
         return Failed(payload["reason"])
     params = params_from_bytes(base64.b64decode(payload["params"]))
-    return Round(RoundResult(payload["round"], params, payload["train_metrics"], payload["clients"]))
+    return Round(
+        RoundResult(payload["round"], params, payload["train_metrics"], payload["clients"], payload.get("round_s"))
+    )

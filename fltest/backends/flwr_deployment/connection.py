@@ -15,19 +15,24 @@ from fltest.errors import BackendUnavailable, RunFailed
 CONNECTION = "fltest"
 
 
-def connection_toml(address: str, root_certificates: str, name: str = CONNECTION) -> str:
-    """The text of a ``config.toml`` whose default connection ``name`` is the TLS SuperLink at ``address``."""
-    return (
-        f'[superlink]\ndefault = "{name}"\n\n[superlink.{name}]\naddress = {json.dumps(address)}\n'
+def connection_toml(address: str, root_certificates: str | None, name: str = CONNECTION) -> str:
+    """The text of a ``config.toml`` whose default connection ``name`` is the SuperLink at ``address``: over TLS
+    checked with ``root_certificates``, or, without them, in the clear (a simulation SuperLink on loopback)."""
+    security = (
         f"root-certificates = {json.dumps(root_certificates)}\n"
+        if root_certificates is not None
+        else "insecure = true\n"
     )
+    return f'[superlink]\ndefault = "{name}"\n\n[superlink.{name}]\naddress = {json.dumps(address)}\n{security}'
 
 
-def write_connection(flwr_home: Path, address: str, root_certificates: Path, name: str = CONNECTION) -> Path:
-    """Write ``flwr_home/config.toml`` with the TLS connection ``name`` (the default); returns its path."""
+def write_connection(flwr_home: Path, address: str, root_certificates: Path | None, name: str = CONNECTION) -> Path:
+    """Write ``flwr_home/config.toml`` with the connection ``name`` (the default; TLS unless ``root_certificates`` is
+    ``None``); returns its path."""
     flwr_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = flwr_home / "config.toml"
-    path.write_text(connection_toml(address, str(root_certificates.resolve()), name))
+    ca = None if root_certificates is None else str(root_certificates.resolve())
+    path.write_text(connection_toml(address, ca, name))
     return path
 
 

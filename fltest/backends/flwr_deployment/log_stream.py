@@ -23,11 +23,13 @@ STREAM_END_WAIT_S = 10.0  # for ``flwr log --stream`` to end by itself once the 
 class FlowerRunTransport:
     """Follows Flower run ``run_id`` through ``flwr log <id> --stream`` (FLTest's ServerApp's lines); stops it with ``flwr stop``."""
 
-    def __init__(self, flwr_home: Path, run_id: int) -> None:
-        """Start reading the run's log with the connection in ``flwr_home``."""
+    def __init__(self, flwr_home: Path, run_id: int, name: str | None = None) -> None:
+        """Start reading the run's log with the connection in ``flwr_home``; ``name`` names it in failure lines, else
+        ``Flower run <id>`` (a deployment's run, which its SuperLink lists), which also leads its ServerApp's failures."""
         self.home = flwr_home
         self.run_id = run_id
-        self.name = f"Flower run {run_id}"
+        self.name = name or f"Flower run {run_id}"
+        self._failure_prefix = "" if name else f"{self.name}: "
         self._events: queue.Queue[Event] = queue.Queue()
         self._last_exception = ""
         command = [flwr_cli(), "log", str(run_id), CONNECTION, "--stream"]
@@ -43,7 +45,7 @@ class FlowerRunTransport:
             if event is None:
                 self._last_exception = line.strip() if _EXCEPTION_LINE.match(line) else self._last_exception
             else:
-                self._events.put(Failed(f"{self.name}: {event.reason}") if isinstance(event, Failed) else event)
+                self._events.put(Failed(self._failure_prefix + event.reason) if isinstance(event, Failed) else event)
 
     def events(self, wait_s: float) -> list[Event]:
         """The lines of FLTest's ServerApp since the last call, as events."""

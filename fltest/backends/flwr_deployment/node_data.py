@@ -29,7 +29,7 @@ def export_partition(shards: ShardSet, partition_id: int, folder: Path) -> Path:
         raise ValueError(f"partition {partition_id}: the shard set has {shards.num_clients} clients")
     staging = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(shards.root / "clients" / f"{partition_id:05d}", staging / SHARD_DIR)
+    shutil.copytree(shards.client_folder(partition_id), staging / SHARD_DIR)
     meta = {
         "partition-id": partition_id,
         "num-partitions": shards.num_clients,

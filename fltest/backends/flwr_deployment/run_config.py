@@ -1,7 +1,7 @@
 """What FLTest's Flower App carries in its run config and bundle, written by the driver, read by the ServerApp and ClientApps.
 
 The run config holds the experiment (as JSON), the shard set's key, and the initial model's
-SHA-256. The initial model itself travels in the App's bundle as the module :data:`INITIAL_MODULE`
+SHA-256; a simulation's also says where its clients find their shards. The initial model itself travels in the App's bundle as the module :data:`INITIAL_MODULE`
 (Flower packs only source and text files into a FAB, at most 10 MB); a model too large for that is
 made again by the ServerApp from the seed and checked against the digest.
 """
@@ -25,6 +25,12 @@ SHARDS_KEY = "fltest-shards-key"
 FEATURES_KEY = "fltest-feature-shape"  # one sample's, e.g. "8,8"
 CLASSES_KEY = "fltest-num-classes"
 INITIAL_DIGEST_KEY = "fltest-initial-sha256"
+# A simulation's own keys (a deployment's ClientApps read their node's data folder, its ServerApp pulls at the
+# deployment's pace): where a client finds its shard (JSON, :mod:`fltest.backends.flwr.shard_sources`), how often
+# the ServerApp pulls replies, and the Ray nodes' network names the driver noted (JSON ``{ip: name}``).
+SHARD_SOURCE_KEY = "fltest-shard-source"
+PULL_INTERVAL_KEY = "fltest-pull-interval-s"
+NODE_NAMES_KEY = "fltest-ray-node-names"
 INITIAL_MODULE = "fltest_initial_model"  # a module of the App's bundle: the initial model as base64 .npz
 # The largest initial model shipped in the bundle, as base64 (Flower refuses a FAB over 10 MB, zipped;
 # base64 of float64 weights zips to about 3/4 of its size): larger ones are made again by the ServerApp.

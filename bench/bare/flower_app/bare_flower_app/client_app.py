@@ -1,7 +1,11 @@
-"""The ClientApp: local SGD from the global model on this SuperNode's partition (its node config's ``data-path``).
+"""The ClientApp: local SGD from the global model on this client's partition.
 
-The folder holds ``partition.json`` (the features' scale) and ``shard/`` (a ``save_to_disk`` folder),
-read with pyarrow and numpy (``shard.py``, which the bench copies into this package beside ``logreg.py``).
+On a SuperNode, the partition is its node config's ``data-path``: a folder holding ``partition.json``
+(the features' scale) and ``shard/`` (a ``save_to_disk`` folder). In a simulation (``flwr run .`` on a
+simulation SuperLink), Flower gives the client only its ``partition-id``, and the run config's
+``shards`` names the prepared shard set it reads it from, as a ``flwr new`` App loads its partition.
+Both are read with pyarrow and numpy (``shard.py``, which the bench copies into this package beside
+``logreg.py``).
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ app = ClientApp()
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    """Train on this SuperNode's partition from the global model."""
-    folder = Path(str(context.node_config["data-path"]))
+    """Train on this client's partition from the global model."""
     partition_id = int(context.node_config["partition-id"])
-    scale = float(json.loads((folder / "partition.json").read_text())["scale"])
-    x, y = shard.load(folder / "shard", scale)
+    if "data-path" in context.node_config:  # a SuperNode's own partition
+        folder = Path(str(context.node_config["data-path"]))
+        scale = float(json.loads((folder / "partition.json").read_text())["scale"])
+        x, y = shard.load(folder / "shard", scale)
+    else:  # a simulated client's
+        x, y = shard.client(Path(str(context.run_config["shards"])), partition_id)
     params, loss = logreg.train(
         msg.content["arrays"].to_numpy_ndarrays(),
         x,

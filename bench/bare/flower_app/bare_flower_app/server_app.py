@@ -1,13 +1,16 @@
 """The ServerApp: FedAvg over every SuperNode; the global model is evaluated on the test split each round.
 
 It runs in the SuperLink's container, so the test split travels in the App (``test.json``, which the
-bench writes into this package: a FAB carries no ``.npz``). Each round's end is printed as one JSON line,
-which ``flwr run --stream`` shows on the host, where the bench times its arrival.
+bench writes into this package: a FAB carries no ``.npz``). Each round's end is printed as one JSON line with
+the time it ended (``t``), which ``flwr run --stream`` shows on the host: Flower's log reaches it in batches
+(uploaded every 0.2 s, streamed every 0.5 s), so the bench times a round from ``t`` and round 1's arrival
+as it arrives (as FLTest's).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +33,7 @@ def main(grid: Grid, context: Context) -> None:
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         loss, accuracy = logreg.evaluate(arrays.to_numpy_ndarrays(), x_test, y_test)
-        print(json.dumps({"round": server_round, "accuracy": accuracy}), flush=True)
+        print(json.dumps({"round": server_round, "accuracy": accuracy, "t": time.time()}), flush=True)
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
     nodes = int(context.run_config["num-supernodes"])
