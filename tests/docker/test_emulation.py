@@ -85,10 +85,22 @@ def emulation(docker_client, fltest_image, tier_report, tmp_path_factory):
         tier_report(f"emulation: removed ({time.monotonic() - start:.1f} s)")
 
 
-def _experiment(folder, name, rounds, clients=6, timeout_s=60):
-    """A config folder with a reference and a flwr run, and a hooks module the workers must import."""
+# A client that trains this long keeps its Ray actor busy: Flower hands a message to the idle actor it returned to
+# its pool last, so with quick clients one actor can serve a whole round while another is never asked.
+BUSY_HOOK = (
+    "\n\ndef before_local_training(partition_id, server_round, x, y):\n"
+    "    import time\n\n    import ray\n\n"
+    "    if ray.is_initialized():  # a Ray worker (the reference runs in the driver, before it joins)\n"
+    "        time.sleep({busy_s})\n"
+)
+
+
+def _experiment(folder, name, rounds, clients=6, timeout_s=60, busy_s=0.0):
+    """A config folder with a reference and a flwr run, and a hooks module the workers must import; with ``busy_s``,
+    each Flower client trains that much longer, so that every actor of the cluster serves each round."""
     folder.mkdir()
-    (folder / "digits_hooks.py").write_text((REPO / "examples" / "digits_hooks.py").read_text())
+    hooks = (REPO / "examples" / "digits_hooks.py").read_text()
+    (folder / "digits_hooks.py").write_text(hooks + (BUSY_HOOK.format(busy_s=busy_s) if busy_s else ""))
     config = base_config()
     config.update(name=name, clients=clients, total_cpus=2)
     config["training"].update(rounds=rounds, local_epochs=1, round_timeout_s=timeout_s)
@@ -394,7 +406,7 @@ def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cau
 ):
     """``docker network disconnect`` of a worker at round 2: one line naming the container and why, in bounded time."""
     config = _experiment(
-        tmp_path / "experiment", "cutoff", rounds=40, timeout_s=120
+        tmp_path / "experiment", "cutoff", rounds=40, timeout_s=120, busy_s=0.5
     )  # Ray notices before the round timeout
     env = _env(PROJECT, emulation.overrides["RAY_TOKEN_FILE"])
     stderr_path = tmp_path / "stderr.txt"
@@ -456,7 +468,7 @@ def test_a_worker_cut_off_the_network_fails_the_run_naming_its_container_and_cau
 
 
 def test_a_worker_killed_during_a_run_fails_it_clearly_and_up_restores_the_cluster(emulation, docker_client, tmp_path):
-    config = _experiment(tmp_path / "experiment", "killed", rounds=40, timeout_s=30)
+    config = _experiment(tmp_path / "experiment", "killed", rounds=40, timeout_s=30, busy_s=0.5)
     results = tmp_path / "results"
     outcome: dict = {}
     own_client = docker.from_env()  # the run streams on its own connection

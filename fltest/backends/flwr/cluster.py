@@ -159,10 +159,15 @@ class ShardHolder:
 
 def hold_shards(shards: ShardSet) -> tuple[ray.actor.ActorHandle, str]:
     """Put every client's shard into the object store once and start the actor that hands them out; returns its
-    handle (which the driver keeps for the run: the actor ends with it) and its name."""
+    handle (which the driver keeps for the run: the actor ends with it) and its name.
+
+    The actor runs on the driver's own node, which owns the shards: a worker node lost during the run takes its
+    clients with it (a failure naming that node), never every client's way to its shard.
+    """
     references = put_shards(shards)
     name = f"fltest-shards-{uuid.uuid4().hex}"
-    holder = ShardHolder.options(name=name, namespace=HOLDER_NAMESPACE).remote(
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    holder = ShardHolder.options(name=name, namespace=HOLDER_NAMESPACE, scheduling_strategy=here).remote(
         [references[pid] for pid in range(shards.num_clients)]
     )
     ray.get(holder.shard.remote(0))  # started, and holding them
