@@ -61,6 +61,7 @@ import yaml
 from deploy.images import IMAGE
 from deploy.node.superlink_flwr import SUPERLINK_ADDRESS
 from fltest.backends.flwr_deployment.app_dir import CLIENT_COMPONENT
+from fltest.backends.flwr_deployment.connection import flwr_cli
 from fltest.config.schema import ExperimentConfig
 from fltest.data.saved_table import saved_arrays
 from fltest.data.shard_cache import prepare_shards
@@ -288,7 +289,7 @@ def _bare_flower_run(app: Path, config: dict, shards: Path, work: Path) -> tuple
         "RAY_ADDRESS": "local",
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     }
-    command = [str(Path(sys.executable).parent / "flwr"), "run", ".", "--stream", "--run-config", run_config]
+    command = [flwr_cli(), "run", ".", "--stream", "--run-config", run_config]
     start = time.time()
     try:
         lines, peak_mb = _timed_lines([*command, "--federation-config", federation], app, env)

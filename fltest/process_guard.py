@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import psutil
 
+MODULE = "fltest.process_guard"  # this module, as ``python -m`` runs it
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 POLL_S = 0.5
 STOP_GRACE_S = 5.0
@@ -50,6 +51,11 @@ def stop_processes(processes: Sequence[psutil.Process]) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=STOP_GRACE_S)
+
+
+def guarded(command: Sequence[str]) -> list[str]:
+    """The command line that runs ``command`` under this guard, with this Python."""
+    return [sys.executable, "-m", MODULE, *command]
 
 
 def main(command: Sequence[str]) -> int:

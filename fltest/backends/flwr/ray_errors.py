@@ -3,9 +3,10 @@
 Flower's simulation wraps an exception raised while a client ran as ``<class 'T'>:<'message'>``.
 When ``T`` is a Ray actor error, the message names the actor's node only by IP (``ip: 10.0.0.3``)
 or not at all. :func:`remember_node_names`, called when the driver joins the cluster, notes each
-node's name on the network (which the driver hands the ServerApp: :func:`note_node_names`) (reverse DNS: a container's name under Docker, a host name in a lab),
-since a container cut off its network or stopped vanishes from Docker's DNS; the Ray node list,
-asked when the error comes, says whether that node is still alive.
+node's name on the network (reverse DNS: a container's name under Docker, a host name in a lab),
+since a container cut off its network or stopped vanishes from Docker's DNS; the driver hands those
+names to the ServerApp (:func:`note_node_names`). The Ray node list, asked when the error comes,
+says whether that node is still alive.
 """
 
 from __future__ import annotations

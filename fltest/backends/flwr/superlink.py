@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,14 +28,14 @@ from pathlib import Path
 
 import psutil
 
+from fltest.backends.flwr_deployment.connection import flower_executable
 from fltest.backends.pythonpath import driver_pythonpath
 from fltest.errors import RunFailed
-from fltest.process_guard import stop_processes
+from fltest.process_guard import guarded, stop_processes
 
 HOST = "127.0.0.1"  # reachable by this machine's user only: the Control API runs any App it is sent
 START_TIMEOUT_S = 60.0  # for the SuperLink to answer its health check (about 2 s here, idle)
 STOP_WAIT_S = 10.0  # for the guard to end once what it guarded was stopped
-GUARD_MODULE = "fltest.process_guard"
 SUPERLINK = "flower-superlink"  # the executable, in the venv's bin
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # Flower colours its log levels
 _ERROR_LINE = re.compile(r"\bERROR\b\s*(?:\[[\w.]+\])?\s*:?\s*(?P<message>.+)")  # Flower's and uvicorn's error lines
@@ -59,8 +58,7 @@ def _free_port() -> int:
 
 def _executable(name: str) -> str:
     """``name``'s path in this Python environment's ``bin``, else on ``PATH``; a run fails in one line without it."""
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.is_file() else shutil.which(name)
+    found = flower_executable(name)
     if not found:
         raise RunFailed(
             f"{name}: not found beside {sys.executable} nor on PATH: Flower's simulation needs it "
@@ -96,18 +94,17 @@ class SimulationSuperLink:
 
     def start(self) -> None:
         """Start the SuperLink and wait until it answers; a SuperLink that does not start fails in one line."""
-        command = [
-            sys.executable,
-            "-m",
-            GUARD_MODULE,
-            _executable(SUPERLINK),
-            "--insecure",
-            "--simulation",
-            "--disable-runtime-dependency-installation",
-            f"--host={HOST}",
-            f"--port={self.port}",
-            f"--database={self.folder / 'state.db'}",
-        ]
+        command = guarded(
+            [
+                _executable(SUPERLINK),
+                "--insecure",
+                "--simulation",
+                "--disable-runtime-dependency-installation",
+                f"--host={HOST}",
+                f"--port={self.port}",
+                f"--database={self.folder / 'state.db'}",
+            ]
+        )
         self.folder.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             self._guard = subprocess.Popen(

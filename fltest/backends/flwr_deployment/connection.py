@@ -36,10 +36,16 @@ def write_connection(flwr_home: Path, address: str, root_certificates: Path | No
     return path
 
 
+def flower_executable(name: str) -> str | None:
+    """Flower's executable ``name`` (``flwr``, ``flower-superlink``) of this Python environment, else the one on
+    ``PATH``; ``None`` when there is none."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else shutil.which(name)
+
+
 def flwr_cli() -> str:
     """The ``flwr`` executable of this Python environment (else the one on ``PATH``)."""
-    beside = Path(sys.executable).parent / "flwr"
-    found = str(beside) if beside.is_file() else shutil.which("flwr")
+    found = flower_executable("flwr")
     if not found:
         raise BackendUnavailable("the flwr CLI is not installed: pip install 'flwr==1.42.0'")
     return found

@@ -9,6 +9,7 @@ made again by the ServerApp from the seed and checked against the digest.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib
 import sys
@@ -38,8 +39,15 @@ SHIPPED_MODEL_MAX_CHARS = 8 * 1024 * 1024
 
 
 def experiment(context: Context) -> ExperimentConfig:
-    """The experiment config carried by the run config."""
-    return ExperimentConfig.model_validate_json(str(context.run_config[EXPERIMENT_KEY]))
+    """The experiment config carried by the run config (parsed once a process: a simulation's Ray actor answers many
+    messages of one run)."""
+    return _parsed_experiment(str(context.run_config[EXPERIMENT_KEY]))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_experiment(text: str) -> ExperimentConfig:
+    """``text`` as an experiment config (a frozen model: one copy serves every message)."""
+    return ExperimentConfig.model_validate_json(text)
 
 
 def params_digest(params: Params) -> str:

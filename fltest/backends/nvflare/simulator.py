@@ -19,11 +19,10 @@ from types import TracebackType
 import psutil
 
 from fltest.backends.pythonpath import driver_pythonpath
-from fltest.process_guard import stop_processes
+from fltest.process_guard import guarded, stop_processes
 
 #: NVFlare's simulator command line, started through FLTest's launcher (a start-up race closed: see that module).
 SIMULATOR_LAUNCHER = "fltest.backends.nvflare.launch_simulator"
-GUARD_MODULE = "fltest.process_guard"
 # An error line of the simulator's concise log (``<time> - ERROR - <message>``) or a traceback's last line.
 _ERROR_LINE = re.compile(r"^(?:.* - ERROR - (?P<logged>.*)|(?P<raised>[A-Za-z_][\w.]*(?:Error|Exception)\b.*))$")
 
@@ -35,25 +34,24 @@ class SimulatorProcess:
         self, job_dir: Path, workspace: Path, clients: int, threads: int, log_path: Path, env: Mapping[str, str]
     ) -> None:
         """Describe the run; :meth:`start` (or entering the ``with`` block) starts it."""
-        self.command = [
-            sys.executable,
-            "-m",
-            GUARD_MODULE,  # the simulator's processes end with fltest, however it ends
-            sys.executable,
-            "-m",
-            SIMULATOR_LAUNCHER,
-            str(job_dir),
-            "-w",
-            str(workspace),
-            "-n",
-            str(clients),
-            "-t",
-            str(threads),
-            "-m",
-            str(max(clients, 100)),  # the simulator refuses more clients than this (default 100)
-            "-l",
-            "concise",
-        ]
+        self.command = guarded(  # the simulator's processes end with fltest, however it ends
+            [
+                sys.executable,
+                "-m",
+                SIMULATOR_LAUNCHER,
+                str(job_dir),
+                "-w",
+                str(workspace),
+                "-n",
+                str(clients),
+                "-t",
+                str(threads),
+                "-m",
+                str(max(clients, 100)),  # the simulator refuses more clients than this (default 100)
+                "-l",
+                "concise",
+            ]
+        )
         self.log_path = log_path
         self.env = dict(env)
         self._process: subprocess.Popen | None = None
