@@ -13,6 +13,7 @@ import threading
 import time
 
 import cloudpickle
+import psutil
 import pytest
 import ray
 import yaml
@@ -20,9 +21,12 @@ import yaml
 from fltest.backends.flwr.client_app import make_client_app
 from fltest.backends.flwr.cluster import hold_shards
 from fltest.backends.flwr.shard_sources import ObjectStoreShards
+from fltest.backends.flwr_deployment.connection import CONNECTION, LoadedFlwr, flwr_json, write_connection
+from fltest.backends.flwr_deployment.loaded_cli import MODULE as LOADED_CLI
 from fltest.backends.supervision.deadlines import REPLY_GRACE_S
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shard_cache import cache_key, prepare_shards
+from fltest.errors import RunFailed
 from fltest.runner import run_experiment
 from tests.conformance import assert_conforms
 from tests.conftest import REPO, failing_round_seconds
@@ -205,6 +209,30 @@ def test_a_simulation_superlink_that_cannot_start_fails_the_run_in_one_line_nami
         f"bind on address ('127.0.0.1', {port}): address already in use"
     )
     assert took < superlink.START_TIMEOUT_S
+    assert not _loaded_clis()  # the flwr process that waited for the SuperLink ended with it
+
+
+def _loaded_clis() -> list[psutil.Process]:
+    """This test process's descendants that run Flower's CLI loaded ahead of its command."""
+    return [p for p in psutil.Process().children(recursive=True) if LOADED_CLI in " ".join(p.cmdline())]
+
+
+def test_a_loaded_flwr_answers_as_the_flwr_executable_does(tmp_path):
+    """The same command, to a SuperLink that is not there: the same one-line failure from both; a loaded flwr given
+    no command ends and leaves nothing."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there once the probe is closed
+    home = write_connection(tmp_path / "home", address, None).parent
+    answers = []
+    for loaded in (None, LoadedFlwr(home)):
+        with pytest.raises(RunFailed) as failed:
+            flwr_json(home, "ls", CONNECTION, timeout=60, loaded=loaded)
+        answers.append(str(failed.value))
+    assert answers[0] == answers[1] and answers[0].startswith("flwr ls: "), answers
+    unused = LoadedFlwr(home)
+    unused.cancel()
+    assert not _loaded_clis()
 
 
 def test_a_missing_superlink_executable_fails_the_run_in_one_line_naming_it(tmp_path, monkeypatch):

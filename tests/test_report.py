@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 
 import matplotlib.pyplot as plt
 import pytest
@@ -68,6 +69,24 @@ def test_time_panel_shows_setup_and_median_round_of_every_run(tmp_path):
         rounds = [json.loads(line)["round_s"] for line in (experiment / run / "metrics.jsonl").read_text().splitlines()]
         assert bars["setup"][index] == timings["setup_s"]
         assert bars["median round"][index] == sorted(rounds[1:])[1]  # the median of three rounds
+    plt.close(figure)
+
+
+def test_runs_that_failed_before_their_setup_was_timed_draw_without_a_warning(tmp_path):
+    """A run that failed at its start (its framework's server did not start) has no setup time and no round: its time
+    panel is drawn on a linear axis of zeros, and matplotlib's warning about a log scale with no positive value (a
+    line the user can do nothing about) is not printed."""
+    experiment = _two_reference_runs(tmp_path)
+    for run in ("again", "reference"):
+        (experiment / run / "timings.json").write_text("{}")
+        (experiment / run / "metrics.jsonl").write_text(
+            (experiment / run / "metrics.jsonl").read_text().splitlines()[0]
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure = draw_report(experiment)
+    time_axis = figure.axes[3]
+    assert (time_axis.get_xscale(), time_axis.get_xlabel()) == ("linear", "seconds")
     plt.close(figure)
 
 

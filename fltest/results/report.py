@@ -198,10 +198,11 @@ def _draw_times(axis: plt.Axes, runs: list[RunCurves]) -> None:
         axis.bar_label(bars, labels=[f"{v:.3g} s" for v in values], fontsize="small", padding=2)
     axis.set_yticks(list(positions), [run.name for run in runs])
     axis.invert_yaxis()
-    axis.set_xscale("log")
-    shown = [v for v in (*setup, *per_round) if v > 0] or [1.0]
-    axis.set_xlim(min(shown) / 3, max(shown) * 8)  # room for the value labels
-    axis.set_xlabel("seconds (log scale)")
+    shown = [v for v in (*setup, *per_round) if v > 0]
+    if shown:  # else every run failed before its setup was timed: a linear axis of zeros
+        axis.set_xscale("log")
+        axis.set_xlim(min(shown) / 3, max(shown) * 8)  # room for the value labels
+    axis.set_xlabel("seconds (log scale)" if shown else "seconds")
     axis.set_title("time: setup and wall time per round")
     axis.legend(fontsize="small", loc="lower right")
     axis.grid(alpha=0.3, axis="x")

@@ -20,7 +20,7 @@ from fltest.backends.flwr.shard_sources import cache_spec, holder_spec
 from fltest.backends.flwr.superlink import SimulationSuperLink
 from fltest.backends.flwr.unsupported import unsupported
 from fltest.backends.flwr_deployment.app_dir import write_app_dir
-from fltest.backends.flwr_deployment.connection import CONNECTION, flwr_json, write_connection
+from fltest.backends.flwr_deployment.connection import CONNECTION, LoadedFlwr, flwr_json, write_connection
 from fltest.backends.flwr_deployment.log_stream import FlowerRunTransport
 from fltest.backends.flwr_deployment.run_config import NODE_NAMES_KEY, PULL_INTERVAL_KEY, SHARD_SOURCE_KEY
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
@@ -96,8 +96,13 @@ class FlwrBackend(Backend):
             try:
                 extra, holder = self._shard_settings(job, address)  # holder: kept for the run (its shards end with it)
                 app = write_app_dir(folder / "app", config, job.shards, job.initial_params, extra)
-                superlink.start()
                 home = write_connection(folder / "flwr-home", superlink.address, None).parent
+                submit = LoadedFlwr(home)  # Flower's CLI imports while the SuperLink starts
+                try:
+                    superlink.start()
+                except BaseException:
+                    submit.cancel()
+                    raise
                 deadlines = Deadlines.of(config)
                 answer = flwr_json(
                     home,
@@ -107,6 +112,7 @@ class FlwrBackend(Backend):
                     "--federation-config",
                     federation_config(config, joined=address is not None),
                     timeout=deadlines.startup_s,
+                    loaded=submit,
                 )
                 run_id = int(answer["run-id"])
                 job.progress.note(

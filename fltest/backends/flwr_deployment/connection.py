@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from fltest.backends.flwr_deployment.loaded_cli import MODULE as LOADED_CLI
 from fltest.errors import BackendUnavailable, RunFailed
 
 CONNECTION = "fltest"
@@ -74,20 +75,59 @@ def parse_answer(what: str, returncode: int, stdout: str, stderr: str) -> dict:
     return answer
 
 
-class FlwrCall:
-    """``flwr <args> --format json`` started now, in the background; :meth:`answer` waits for its answer."""
+class LoadedFlwr:
+    """A ``flwr`` process started now, with the connection in ``flwr_home``, that imports Flower's CLI and then waits
+    for its command (:mod:`.loaded_cli`): started before a wait, the command's import overlaps it."""
 
-    def __init__(self, flwr_home: Path, *args: str, timeout: float = 60.0) -> None:
-        """Start the command with the connection in ``flwr_home``; it may take ``timeout`` seconds from now."""
-        self._what = flwr_what(args)
-        self._timeout = timeout
-        self._deadline = time.monotonic() + timeout
+    def __init__(self, flwr_home: Path) -> None:
+        """Start it; without Flower's CLI, one line now."""
+        flwr_cli()
         self._process = subprocess.Popen(
-            [flwr_cli(), *args, "--format", "json"],
+            [sys.executable, "-m", LOADED_CLI],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=flwr_env(flwr_home),
+        )
+
+    def give(self, command: list[str]) -> subprocess.Popen[str]:
+        """Send it ``command`` (``flwr``'s arguments); the process, which now runs it (it takes one command)."""
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(json.dumps(command) + "\n")
+            self._process.stdin.flush()  # the answer's communicate() closes it
+        except BrokenPipeError:  # it ended before its command: its answer says why
+            pass
+        return self._process
+
+    def cancel(self) -> None:
+        """End it if it still runs (given no command, it ends by itself)."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.communicate()
+
+
+class FlwrCall:
+    """``flwr <args> --format json`` started now, in the background; :meth:`answer` waits for its answer."""
+
+    def __init__(self, flwr_home: Path, *args: str, timeout: float = 60.0, loaded: LoadedFlwr | None = None) -> None:
+        """Start the command with the connection in ``flwr_home`` (in ``loaded``, which has that connection already,
+        when given); it may take ``timeout`` seconds from now."""
+        self._what = flwr_what(args)
+        self._timeout = timeout
+        self._deadline = time.monotonic() + timeout
+        command = [*args, "--format", "json"]
+        self._process = (
+            loaded.give(command)
+            if loaded is not None
+            else subprocess.Popen(
+                [flwr_cli(), *command],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=flwr_env(flwr_home),
+            )
         )
 
     def answer(self) -> dict:
@@ -106,9 +146,9 @@ class FlwrCall:
         self._process.communicate()
 
 
-def flwr_json(flwr_home: Path, *args: str, timeout: float = 60.0) -> dict:
-    """Run ``flwr <args> --format json``; its answer, or a one-line :class:`RunFailed`."""
-    call = FlwrCall(flwr_home, *args, timeout=timeout)
+def flwr_json(flwr_home: Path, *args: str, timeout: float = 60.0, loaded: LoadedFlwr | None = None) -> dict:
+    """Run ``flwr <args> --format json`` (in ``loaded``, when given); its answer, or a one-line :class:`RunFailed`."""
+    call = FlwrCall(flwr_home, *args, timeout=timeout, loaded=loaded)
     try:
         return call.answer()
     finally:
