@@ -27,6 +27,11 @@ MODULE = "fltest.process_guard"  # this module, as ``python -m`` runs it
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 POLL_S = 0.5
 STOP_GRACE_S = 5.0
+# For the processes of a run that reported its end (every round in): what is left is the framework's teardown, which
+# waits for nothing FLTest needs (Flower's Ray shuts its node processes down 1 s a process type, ray/_private/node.py;
+# NVFlare's simulator ends its clients about 9 s after its last round). They end within about 1 s of SIGTERM or are
+# killed.
+ENDED_RUN_GRACE_S = 1.0
 
 
 def become_subreaper() -> None:
@@ -36,15 +41,15 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
-def stop_processes(processes: Sequence[psutil.Process]) -> None:
-    """Terminate ``processes``, then kill those left after :data:`STOP_GRACE_S`."""
+def stop_processes(processes: Sequence[psutil.Process], grace_s: float = STOP_GRACE_S) -> None:
+    """Terminate ``processes``, then kill those left after ``grace_s``."""
     alive = [p for p in processes if p.is_running()]
     for process in alive:
         try:
             process.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(alive, timeout=STOP_GRACE_S)
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
     for process in alive:
         try:
             process.kill()

@@ -28,6 +28,7 @@ from fltest.backends.supervision import Deadlines, follow_run
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shard_set import Storage
 from fltest.errors import RunFailed
+from fltest.process_guard import ENDED_RUN_GRACE_S, STOP_GRACE_S
 
 log = logging.getLogger(__name__)
 SIMULATION_NAME = "the Flower simulation"  # its Flower run lives on a SuperLink of its own: its id tells a user nothing
@@ -93,6 +94,9 @@ class FlwrBackend(Backend):
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
             folder = Path(tmp)
             superlink = SimulationSuperLink(folder / "superlink", address or "local")
+            grace_s = (
+                STOP_GRACE_S  # a run stopped or failed mid-way: every process gets Flower's and Ray's own shutdown
+            )
             try:
                 extra, holder = self._shard_settings(job, address)  # holder: kept for the run (its shards end with it)
                 app = write_app_dir(folder / "app", config, job.shards, job.initial_params, extra)
@@ -121,16 +125,19 @@ class FlwrBackend(Backend):
                     client_gpus=gpu_share(config),
                     client_app_pickled_bytes=client_app_pickled_bytes(),
                 )
-                transport = FlowerRunTransport(home, run_id, name=SIMULATION_NAME)
+                # FLTEST-DONE carried everything: Flower's own teardown (its Ray's shutdown, about 4 s here) ends with
+                # the SuperLink, stopped next, instead of being waited for
+                transport = FlowerRunTransport(home, run_id, name=SIMULATION_NAME, end_wait_s=0.0)
                 done = follow_run(transport, job.progress, config.training.rounds, deadlines)
                 job.progress.note(client_hosts=done["client_hosts"])
+                grace_s = ENDED_RUN_GRACE_S
             except RunFailed as exc:
                 ended = superlink.ended()
                 if ended:
                     raise RunFailed(f"{exc} ({ended})") from None
                 raise
             finally:
-                superlink.stop()
+                superlink.stop(grace_s)
                 if address:
                     import ray
 

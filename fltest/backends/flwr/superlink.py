@@ -31,7 +31,7 @@ import psutil
 from fltest.backends.flwr_deployment.connection import flower_executable
 from fltest.backends.pythonpath import driver_pythonpath
 from fltest.errors import RunFailed
-from fltest.process_guard import guarded, stop_processes
+from fltest.process_guard import STOP_GRACE_S, guarded, stop_processes
 
 HOST = "127.0.0.1"  # reachable by this machine's user only: the Control API runs any App it is sent
 START_TIMEOUT_S = 60.0  # for the SuperLink to answer its health check (about 2 s here, idle)
@@ -155,15 +155,16 @@ class SimulationSuperLink:
         errors = [match["message"] for line in lines if (match := _ERROR_LINE.search(line))]
         return errors[-1] if errors else (lines[-1] if lines else "no output")
 
-    def stop(self) -> None:
-        """End the SuperLink, its SuperExec and the simulation processes they started (SIGTERM, then SIGKILL)."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """End the SuperLink, its SuperExec and the simulation processes they started: SIGTERM, then SIGKILL to those
+        left after ``grace_s`` (:data:`ENDED_RUN_GRACE_S` once the run reported its end)."""
         if self._guard is None:
             return
         try:
             started = psutil.Process(self._guard.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             started = []
-        stop_processes(started)  # the guard then ends, its command gone
+        stop_processes(started, grace_s)  # the guard then ends, its command gone
         try:
             self._guard.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:

@@ -23,10 +23,15 @@ STREAM_END_WAIT_S = 10.0  # for ``flwr log --stream`` to end by itself once the 
 class FlowerRunTransport:
     """Follows Flower run ``run_id`` through ``flwr log <id> --stream`` (FLTest's ServerApp's lines); stops it with ``flwr stop``."""
 
-    def __init__(self, flwr_home: Path, run_id: int, name: str | None = None) -> None:
+    def __init__(
+        self, flwr_home: Path, run_id: int, name: str | None = None, end_wait_s: float = STREAM_END_WAIT_S
+    ) -> None:
         """Start reading the run's log with the connection in ``flwr_home``; ``name`` names it in failure lines, else
-        ``Flower run <id>`` (a deployment's run, which its SuperLink lists), which also leads its ServerApp's failures."""
+        ``Flower run <id>`` (a deployment's run, which its SuperLink lists), which also leads its ServerApp's failures.
+        ``end_wait_s``: how long :meth:`close` lets the run end by itself after its last line (0 where the SuperLink
+        is the run's own and stops next, with everything the run started)."""
         self.home = flwr_home
+        self._end_wait_s = end_wait_s
         self.run_id = run_id
         self.name = name or f"Flower run {run_id}"
         self._failure_prefix = "" if name else f"{self.name}: "
@@ -83,8 +88,8 @@ class FlowerRunTransport:
         self._end_stream(0.0)
 
     def close(self) -> None:
-        """Let the log stream end with the run."""
-        self._end_stream(STREAM_END_WAIT_S)
+        """Let the log stream end with the run, for up to the ``end_wait_s`` given."""
+        self._end_stream(self._end_wait_s)
 
     def _end_stream(self, wait_s: float) -> None:
         try:

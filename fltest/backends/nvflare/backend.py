@@ -12,7 +12,7 @@ from fltest.backends.nvflare.exchange import SPEC_VARIABLE, RunFiles, RunSpec
 from fltest.backends.nvflare.job import export_job
 from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_environment
 from fltest.backends.nvflare.strategies import unsupported
-from fltest.backends.nvflare.transport import SimulatorTransport
+from fltest.backends.nvflare.transport import SHUTDOWN_S, SimulatorTransport
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.backends.supervision import Deadlines, follow_run
 from fltest.config.schema import ExperimentConfig
@@ -67,7 +67,13 @@ class NVFlareBackend(Backend):
                 sim = SimulatorProcess(job_dir, files.simulator_workspace, config.clients, threads, log_path, env)
                 with sim:
                     follow_run(
-                        SimulatorTransport(files, sim, config.clients, config.training.rounds),
+                        SimulatorTransport(
+                            files,
+                            sim,
+                            config.clients,
+                            config.training.rounds,
+                            SHUTDOWN_S if job.run.options.keep_workspace else 0.0,
+                        ),
                         job.progress,
                         config.training.rounds,
                         Deadlines.of(config),

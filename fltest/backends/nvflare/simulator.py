@@ -19,7 +19,7 @@ from types import TracebackType
 import psutil
 
 from fltest.backends.pythonpath import driver_pythonpath
-from fltest.process_guard import guarded, stop_processes
+from fltest.process_guard import STOP_GRACE_S, guarded, stop_processes
 
 #: NVFlare's simulator command line, started through FLTest's launcher (a start-up race closed: see that module).
 SIMULATOR_LAUNCHER = "fltest.backends.nvflare.launch_simulator"
@@ -90,12 +90,12 @@ class SimulatorProcess:
         except subprocess.TimeoutExpired:
             return None
 
-    def stop(self) -> None:
-        """Terminate the simulator and every descendant seen, then kill whatever is left."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Terminate the simulator and every descendant seen, then kill whatever is left after ``grace_s``."""
         if self._process is None:
             return
         self._track()
-        stop_processes(list(self._seen.values()))
+        stop_processes(list(self._seen.values()), grace_s)
         self._process.poll()  # reap it
 
     def last_error(self) -> str | None:

@@ -9,10 +9,11 @@ from fltest.backends.nvflare.exchange import RunFiles
 from fltest.backends.nvflare.simulator import SimulatorProcess
 from fltest.backends.supervision import Done, Event, Failed, Ready, Round
 from fltest.errors import RunFailed
+from fltest.process_guard import ENDED_RUN_GRACE_S
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in
+SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in, when its workspace is kept
 
 
 class SimulatorTransport:
@@ -20,9 +21,16 @@ class SimulatorTransport:
 
     name = "the NVFlare simulator"
 
-    def __init__(self, files: RunFiles, sim: SimulatorProcess, clients: int, rounds: int) -> None:
-        """Follow the simulator ``sim`` (started) through ``files``, for ``clients`` clients and ``rounds`` rounds."""
+    def __init__(
+        self, files: RunFiles, sim: SimulatorProcess, clients: int, rounds: int, end_wait_s: float = 0.0
+    ) -> None:
+        """Follow the simulator ``sim`` (started) through ``files``, for ``clients`` clients and ``rounds`` rounds.
+
+        ``end_wait_s``: how long :meth:`close` lets the simulator end by itself after the last round (its teardown,
+        about 9 s here, yields nothing the run needs, but completes a workspace kept for a look): 0 ends it at once.
+        """
         self.files = files
+        self._end_wait_s = end_wait_s
         self.sim = sim
         self.clients = clients
         self.rounds = rounds
@@ -69,11 +77,13 @@ class SimulatorTransport:
         self.sim.stop()
 
     def close(self) -> None:
-        """Wait for the simulator to exit after the last round; a non-zero exit fails the run."""
-        code = self.sim.wait(SHUTDOWN_S)
-        if code is None:
-            log.warning("nvflare: the simulator did not exit %g s after the last round; stopping it", SHUTDOWN_S)
-        elif code != 0:
+        """After the last round: let the simulator end by itself for ``end_wait_s`` (a non-zero exit then fails the
+        run), then end what is left of it."""
+        code = self.sim.wait(self._end_wait_s) if self._end_wait_s else None
+        if code is None and self._end_wait_s:
+            log.warning("nvflare: the simulator did not exit %g s after the last round; stopping it", self._end_wait_s)
+        self.sim.stop(ENDED_RUN_GRACE_S)
+        if code:
             raise RunFailed(
                 f"{self.name} exited with code {code} after round {self.rounds} of {self.rounds} ({self.detail()})"
             )
