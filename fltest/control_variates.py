@@ -31,9 +31,9 @@ def next_control(
 class ClientControl:
     """One client's control variate ``c_i`` (0 until its first round) and its SCAFFOLD rounds."""
 
-    def __init__(self) -> None:
-        """A client that has not trained yet."""
-        self.variate: Params | None = None
+    def __init__(self, variate: Params | None = None) -> None:
+        """A client with control variate ``variate`` from its last round (``None``: it has not trained yet)."""
+        self.variate = variate
 
     def train(
         self,

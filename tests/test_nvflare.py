@@ -19,8 +19,10 @@ import psutil
 import pytest
 import yaml
 
+from fltest.backends.nvflare.exchange import SPEC_VARIABLE
 from fltest.backends.nvflare.launch_simulator import bound_ports, install
 from fltest.backends.nvflare.simulator import SIMULATOR_LAUNCHER
+from fltest.backends.supervision import Deadlines
 from fltest.config import load_config
 from fltest.config.schema import ExperimentConfig
 from fltest.errors import InputError
@@ -29,10 +31,11 @@ from fltest.process_guard import POLL_S, STOP_GRACE_S
 from fltest.results.files import read_jsonl
 from fltest.results.report import IDENTICAL
 from fltest.runner import run_experiment
-from tests.conformance import TOLERANCE, assert_conforms
+from tests.conformance import TOLERANCE, assert_conforms, max_difference
 from tests.conftest import failing_round_seconds
 
 pytestmark = pytest.mark.nvflare
+STUCK_STARTUP_S = 8.0  # the start-up allowance of the test whose clients never start (120 s in a run)
 SETTLE_S = 3.0  # after SIGKILL: the kernel ends the processes, psutil sees them gone (a loaded 2-core machine)
 
 
@@ -276,11 +279,73 @@ def test_unknown_options_and_a_bad_keep_workspace_are_input_errors(tmp_path):
         )
         return load_config(path)
 
-    unknown = r": runs\.nvflare\.options\.threads: unknown option for nvflare \(known: keep_workspace\)$"
+    unknown = r": runs\.nvflare\.options\.workers: unknown option for nvflare \(known: keep_workspace, threads\)$"
     with pytest.raises(InputError, match=unknown):
-        load({"threads": 2})
+        load({"workers": 2})
+    for threads in (0, True, 1.5):
+        with pytest.raises(InputError, match=r": runs\.nvflare\.options\.threads: Input should be "):
+            load({"threads": threads})
     with pytest.raises(
         InputError, match=r": runs\.nvflare\.options\.keep_workspace: must be true or false, got 'yes'$"
     ):
         load({"keep_workspace": "yes"})
     assert load({"keep_workspace": True}).runs[0].options.keep_workspace is True
+
+
+def test_fltest_validate_refuses_more_threads_than_clients(tmp_path):
+    path = tmp_path / "config.yaml"
+    data = _config([REFERENCE]).model_dump(mode="json") | {"runs": [{**NVFLARE, "options": {"threads": 5}}]}
+    path.write_text(yaml.safe_dump(data))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "fltest"), "validate", "config.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2, done
+    assert done.stderr.splitlines() == [
+        "fltest: error: config.yaml: runs.nvflare.options.threads: 5 is above clients: 4"
+    ], done.stderr
+
+
+def test_fewer_threads_than_clients_swap_clients_and_keep_scaffold_s_control_variates(tmp_path, caplog):
+    """2 clients at once of 4: every task of a client runs in a worker process of its own, and SCAFFOLD's c_i, kept in
+    the run's files, gives the model of one process a client bit for bit."""
+    caplog.set_level(logging.INFO, logger="fltest.backends.nvflare.backend")
+    runs = [{**NVFLARE, "name": "every-client"}, {**NVFLARE, "name": "two-at-once", "options": {"threads": 2}}]
+    data = _config(runs).model_dump(mode="json")
+    data["training"]["strategy"] = {"name": "scaffold", "server_learning_rate": 0.5}
+    comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path)
+
+    assert [r["status"] for r in comparison["runs"]] == ["completed", "completed"], comparison
+    assert max_difference(tmp_path / "nvflare-test", "two-at-once", 3, reference="every-client") == 0.0
+    assert [_summary(tmp_path / "nvflare-test", run)["nvflare_threads"] for run in ("every-client", "two-at-once")] == [
+        4,
+        2,
+    ]
+    started = [r.getMessage() for r in caplog.records if r.getMessage().startswith("nvflare: simulating")]
+    assert started[0].startswith("nvflare: simulating 4 clients, 4 at once (every client); log: "), started
+    assert started[1].startswith("nvflare: simulating 4 clients, 2 at once (options.threads); log: "), started
+    assert _simulator_processes(tmp_path) == []
+
+
+def test_clients_that_never_start_fail_the_run_within_the_start_up_allowance(tmp_path, monkeypatch):
+    """A client stuck before it has its shard (here its hooks module, in the simulator's workers only): the run fails
+    when the start-up allowance ends, saying how many clients started, not after round 1's whole deadline."""
+    (tmp_path / "stuck_hooks.py").write_text(
+        f"import os, time\nif {SPEC_VARIABLE!r} in os.environ:\n    time.sleep(600)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(
+        Deadlines,
+        "of",
+        classmethod(lambda cls, config: cls(config.training.round_timeout_s, startup_s=STUCK_STARTUP_S)),
+    )
+    run_experiment(_config([NVFLARE], hooks="stuck_hooks", round_timeout=60), tmp_path)
+
+    summary = _summary(tmp_path / "nvflare-test", "nvflare")
+    assert summary["status"] == "failed" and summary["rounds_completed"] == 0, summary
+    assert summary["error"].startswith(
+        f"the NVFlare simulator: 0 of 4 clients started within {STUCK_STARTUP_S:g} s ("
+    ), summary["error"]
+    assert _simulator_processes(tmp_path) == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictInt, Tag
 
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 FRAMEWORKS = ("reference", "flwr", "nvflare")
@@ -49,10 +49,16 @@ class FlwrDeploymentOptions(_Options):
 
 
 class NVFlareOptions(_Options):
-    """The NVFlare simulator; ``keep_workspace`` keeps its job and workspace in the run folder."""
+    """The NVFlare simulator: how many clients it runs at once; ``keep_workspace`` keeps its job and workspace."""
 
     keep_workspace: StrictBool = Field(
         False, description="Keep the run's NVFlare job and simulator workspace in `<run folder>/nvflare/`."
+    )
+    threads: Annotated[StrictInt, Field(ge=1)] | None = Field(
+        None,
+        description="How many clients the simulator runs at once (its `-t`), at most `clients`; with fewer, a "
+        "client's every task starts a worker process of its own. Default: every client, up to what this machine's "
+        "CPUs can start at once and its memory holds (the run's start line says the number).",
     )
 
 

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from fltest.backends.base import Backend, RunJob
+from fltest.backends.nvflare.concurrency import simulator_concurrency
 from fltest.backends.nvflare.exchange import SPEC_VARIABLE, RunFiles, RunSpec
 from fltest.backends.nvflare.job import export_job
 from fltest.backends.nvflare.simulator import SimulatorProcess, simulator_environment
@@ -15,27 +16,20 @@ from fltest.backends.nvflare.strategies import unsupported
 from fltest.backends.nvflare.transport import SHUTDOWN_S, SimulatorTransport
 from fltest.backends.ray_address import ADDRESS_VARIABLE, cluster_address
 from fltest.backends.supervision import Deadlines, follow_run
+from fltest.config.runs import NVFlareRun
 from fltest.config.schema import ExperimentConfig
+from fltest.errors import FieldError
 from fltest.params import save_params
 
 log = logging.getLogger(__name__)
-
-
-def simulator_threads(config: ExperimentConfig) -> int:
-    """Clients the simulator runs at once: every client, each in a worker process of its own.
-
-    With fewer threads than clients the simulator starts a new worker process for every
-    task of a client it swaps in (several seconds each), which costs far more than the
-    idle workers of waiting clients; ``total_cpus`` is not a bound here (docs/explanation/architecture.md).
-    """
-    return config.clients
 
 
 class NVFlareBackend(Backend):
     """NVIDIA FLARE 2.9: a job of NVFlare's controller for the strategy (Client API clients) in the NVFlare simulator.
 
     Options: ``keep_workspace`` (default ``false``): keep the job, the simulator's
-    workspace and the exchanged files in ``<run dir>/nvflare/`` after the run.
+    workspace and the exchanged files in ``<run dir>/nvflare/`` after the run; ``threads``: how
+    many clients run at once (:mod:`fltest.backends.nvflare.concurrency` picks it by default).
     """
 
     framework = "nvflare"
@@ -43,6 +37,13 @@ class NVFlareBackend(Backend):
     def unsupported(self, config: ExperimentConfig) -> str | None:
         """Why NVFlare 2.9 has no implementation of the config's strategy (:mod:`fltest.backends.nvflare.strategies`)."""
         return unsupported(config)
+
+    def check(self, config: ExperimentConfig, run: NVFlareRun) -> None:
+        """Refuse ``options.threads`` above the clients (one line naming the field; the caller names the file)."""
+        if run.options.threads is not None and run.options.threads > config.clients:
+            raise FieldError(
+                f"runs.{run.name}.options.threads: {run.options.threads} is above clients: {config.clients}"
+            )
 
     def run(self, job: RunJob) -> None:
         """Export the job, run the simulator and report each round as the server reports it."""
@@ -56,11 +57,18 @@ class NVFlareBackend(Backend):
             RunSpec(config=config, shards=job.shards, workspace=files.root).write(files.spec)
             save_params(files.initial_params, job.initial_params)
             job_dir = export_job(config, files)
-            threads = simulator_threads(config)
+            concurrency = simulator_concurrency(config.clients, job.run.options)
+            threads = concurrency.threads
             job.progress.note(nvflare_threads=threads)
             log_path = job.run_dir / "simulator.log"
             log_path.unlink(missing_ok=True)
-            log.info("nvflare: simulating %d clients, %d at once; log: %s", config.clients, threads, log_path)
+            log.info(
+                "nvflare: simulating %d clients, %d at once (%s); log: %s",
+                config.clients,
+                threads,
+                concurrency.reason,
+                log_path,
+            )
             # TMPDIR holds the simulator's Unix sockets, whose paths must stay short (108 bytes): not the run folder.
             with tempfile.TemporaryDirectory(prefix="fltest-nvflare-") as tmp:
                 env = simulator_environment(Path(tmp), files.spec, SPEC_VARIABLE)
@@ -70,8 +78,9 @@ class NVFlareBackend(Backend):
                         SimulatorTransport(
                             files,
                             sim,
-                            config.clients,
+                            threads,
                             config.training.rounds,
+                            Deadlines.of(config).startup_s,
                             SHUTDOWN_S if job.run.options.keep_workspace else 0.0,
                         ),
                         job.progress,

@@ -6,7 +6,7 @@ shard from the local cache named in the run spec (``FLTEST_NVFLARE_SPEC``), and
 every round runs :func:`fltest.fedavg.client_update`, the reference backend's own
 local training and hooks (with FedProx's term where NVFlare's FedAvg sends ``fedprox_mu``; with
 SCAFFOLD's control variates, :class:`fltest.control_variates.ClientControl`, where NVFlare's Scaffold
-sends its ``c``). A client that fails writes one line saying why to the run's workspace, then raises
+sends its ``c``; ``c_i`` is kept in the run's files, since a client's next task may run in another worker process). A client that fails writes one line saying why to the run's workspace, then raises
 (which fails the NVFlare job).
 """
 
@@ -39,7 +39,7 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
         files.write_failure(partition_id, f"client {partition_id} failed to start: {_describe(exc)}")
         raise
     files.mark_ready(partition_id)
-    control = ClientControl()  # SCAFFOLD's c_i, kept from round to round in this client's process
+    control = ClientControl(files.read_control(partition_id))  # SCAFFOLD's c_i, kept in the run's files
     while flare.is_running():
         task = flare.receive()
         if task is None:
@@ -51,6 +51,7 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
                 update = control.train(
                     config, hooks, partition_id, server_round, unkeyed(task.params), server_control, x, y
                 )
+                files.write_control(partition_id, control.variate)  # this client's next task may be another process
             else:
                 mu = get_fedprox_mu(task) if AlgorithmConstants.FEDPROX_MU in meta else None  # NVFlare's FedProx
                 run_config = config if mu is None else with_proximal_mu(config, mu)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shard_set import ShardSet
-from fltest.params import load_params, save_params
+from fltest.params import Params, load_params, save_params
 from fltest.rounds import RoundResult
 
 SPEC_VARIABLE = "FLTEST_NVFLARE_SPEC"
@@ -118,6 +118,22 @@ class RunFiles:
         record = json.loads(path.read_text())
         params = load_params(self._round_path(server_round, ".npz"))
         return RoundResult(server_round, params, record["train"], record["clients"])
+
+    def _control_path(self, partition_id: int) -> Path:
+        return self.exchange / f"control-client-{partition_id}.npz"
+
+    def write_control(self, partition_id: int, variate: Params) -> None:
+        """Keep client ``partition_id``'s SCAFFOLD control variate ``c_i`` for its next round, which may run in
+        another worker process (the simulator swaps clients when it runs fewer at once than there are)."""
+        path = self._control_path(partition_id)
+        tmp = path.with_name(f".{path.stem}.tmp.npz")
+        save_params(tmp, variate)
+        tmp.replace(path)
+
+    def read_control(self, partition_id: int) -> Params | None:
+        """Client ``partition_id``'s control variate ``c_i`` after its last round; ``None`` before its first."""
+        path = self._control_path(partition_id)
+        return load_params(path) if path.is_file() else None
 
     def write_failure(self, partition_id: int, message: str) -> None:
         """Record why client ``partition_id`` failed (one line)."""

@@ -22,9 +22,16 @@ class SimulatorTransport:
     name = "the NVFlare simulator"
 
     def __init__(
-        self, files: RunFiles, sim: SimulatorProcess, clients: int, rounds: int, end_wait_s: float = 0.0
+        self,
+        files: RunFiles,
+        sim: SimulatorProcess,
+        at_once: int,
+        rounds: int,
+        startup_s: float,
+        end_wait_s: float = 0.0,
     ) -> None:
-        """Follow the simulator ``sim`` (started) through ``files``, for ``clients`` clients and ``rounds`` rounds.
+        """Follow the simulator ``sim`` (started) through ``files``, for ``rounds`` rounds: set up once ``at_once``
+        clients (its threads) have their shards, failed if they have not within ``startup_s``.
 
         ``end_wait_s``: how long :meth:`close` lets the simulator end by itself after the last round (its teardown,
         about 9 s here, yields nothing the run needs, but completes a workspace kept for a look): 0 ends it at once.
@@ -32,14 +39,15 @@ class SimulatorTransport:
         self.files = files
         self._end_wait_s = end_wait_s
         self.sim = sim
-        self.clients = clients
+        self.at_once = at_once
+        self.startup_s = startup_s
         self.rounds = rounds
         self._next_round = 1
         self._ready = False
         self._started = time.monotonic()
 
     def events(self, wait_s: float) -> list[Event]:
-        """Readiness (every client has its shard), new rounds, the first failure, the end after the last round."""
+        """Readiness (the clients run at once have their shards) or its failure, new rounds, the first failure, the end after the last round."""
         found = self._read()
         if not found:
             time.sleep(wait_s)
@@ -48,10 +56,20 @@ class SimulatorTransport:
 
     def _read(self) -> list[Event]:
         found: list[Event] = []
-        if not self._ready and self.files.ready_clients() == self.clients:
-            self._ready = True
-            log.info("nvflare: %d clients up after %.1f s", self.clients, time.monotonic() - self._started)
-            found.append(Ready())
+        if not self._ready:
+            ready, waited = self.files.ready_clients(), time.monotonic() - self._started
+            if ready >= self.at_once:
+                self._ready = True
+                log.info("nvflare: %d clients up after %.1f s", ready, waited)
+                found.append(Ready())
+            elif waited > self.startup_s:  # NVFlare's workers give up on their server cell, and the simulator waits
+                error = self.sim.last_error()
+                found.append(
+                    Failed(
+                        f"{self.name}: {ready} of {self.at_once} clients started within {self.startup_s:g} s"
+                        + (f" ({error})" if error else f" (log: {self.sim.log_path})")
+                    )
+                )
         while self._next_round <= self.rounds and (result := self.files.read_round(self._next_round)) is not None:
             found.append(Round(result))
             self._next_round += 1
