@@ -22,10 +22,11 @@ from tests.conftest import REPO
 NUMBER = r"-?\d+(?:\.\d+)?"
 
 
-def bench(tmp_path, script: str, *args: str, timeout: float = 600) -> str:
-    """``python bench/<script> <args>`` from an empty working folder; its output (it must exit 0)."""
+def bench(tmp_path, script: str, *args: str, timeout: float = 600, cpus: str | None = None) -> str:
+    """``python bench/<script> <args>`` from an empty working folder (on the CPUs ``cpus`` names, through ``taskset``,
+    when given); its output (it must exit 0)."""
     result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *args],
+        [*(["taskset", "--cpu-list", cpus] if cpus else []), sys.executable, str(REPO / "bench" / script), *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -69,6 +70,19 @@ def test_nvflare_rounds(tmp_path):
     out = bench(tmp_path, "nvflare_rounds.py", "--clients", "2", "--rounds", "2", "--cpus", "1")
     for backend in ("reference", "flwr", "nvflare"):
         assert re.search(rf"^{backend} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$", out, re.M), out
+
+
+@pytest.mark.nvflare
+def test_many_clients(tmp_path):
+    """A CIFAR-shaped set, the reference and NVFlare on one CPU (taskset), where FLTest runs 6 of the 8 clients at
+    once and swaps the others in: NVFlare's model is the reference's, bit for bit."""
+    out = bench(
+        tmp_path,
+        *("many_clients.py", "--clients", "8", "--rounds", "2", "--rows", "600", "--backends", "nvflare"),
+        cpus="0",
+    )
+    assert re.search(rf"^ +8 +reference +- +{NUMBER} +{NUMBER} +{NUMBER} +0$", out, re.M), out
+    assert re.search(rf"^ +8 +nvflare +6 +{NUMBER} +{NUMBER} +{NUMBER} +0$", out, re.M), out
 
 
 @pytest.mark.ray
