@@ -1,11 +1,12 @@
 """Benchmark: many CIFAR-shaped clients on every backend of one machine: time per round, peak memory, the model.
 
 Makes a CIFAR-10-shaped set on disk (``--rows`` random 32x32x3 uint8 images, 10 classes; no download, as
-bench/data_scale.py makes it; its shards, Dirichlet with alpha 0.5, are made by the first run of each client count
-and cached in the bench's own folder), then runs each backend as a user does, ``fltest run config.yaml`` from a folder of its own, one process a backend,
-sampling the resident memory of that process and every process it starts. For each client count and backend
-it prints the time to round 1 from the run's start (the framework's start included), the median of the later rounds, the peak memory, how many
-clients NVFlare's simulator ran at once (``options.threads`` or FLTest's pick from the machine), and the largest
+bench/data_scale.py makes it), then runs each backend as a user does, ``fltest run config.yaml`` from a
+folder of its own, one process a backend, sampling the resident memory of that process and every process
+it starts. The shards (Dirichlet, alpha 0.5) are made by the first run of each client count and cached in
+the bench's own folder. For each client count and backend it prints the time to round 1 from the run's
+start (the framework's start included), the median of the later rounds, the peak memory, how many clients
+NVFlare's simulator ran at once (``options.threads`` or FLTest's pick from the machine), and the largest
 difference of the last round's model from the reference's (0: bit for bit).
 Run: ``python bench/many_clients.py [--clients 120 500] [--rounds 3] [--backends reference flwr nvflare]``.
 """

@@ -94,9 +94,8 @@ class FlwrBackend(Backend):
         with tempfile.TemporaryDirectory(prefix="fltest-flwr-") as tmp:
             folder = Path(tmp)
             superlink = SimulationSuperLink(folder / "superlink", address or "local")
-            grace_s = (
-                STOP_GRACE_S  # a run stopped or failed mid-way: every process gets Flower's and Ray's own shutdown
-            )
+            # A run stopped or failed mid-way: every process gets Flower's and Ray's own shutdown
+            grace_s = STOP_GRACE_S
             try:
                 extra, holder = self._shard_settings(job, address)  # holder: kept for the run (its shards end with it)
                 app = write_app_dir(folder / "app", config, job.shards, job.initial_params, extra)
@@ -125,7 +124,7 @@ class FlwrBackend(Backend):
                     client_gpus=gpu_share(config),
                     client_app_pickled_bytes=client_app_pickled_bytes(),
                 )
-                # FLTEST-DONE carried everything: Flower's own teardown (its Ray's shutdown, about 4 s here) ends with
+                # FLTEST-DONE carries everything: Flower's own teardown (its Ray's shutdown, about 3 s here) ends with
                 # the SuperLink, stopped next, instead of being waited for
                 transport = FlowerRunTransport(home, run_id, name=SIMULATION_NAME, end_wait_s=0.0)
                 done = follow_run(transport, job.progress, config.training.rounds, deadlines)

@@ -6,8 +6,9 @@ shard from the local cache named in the run spec (``FLTEST_NVFLARE_SPEC``), and
 every round runs :func:`fltest.fedavg.client_update`, the reference backend's own
 local training and hooks (with FedProx's term where NVFlare's FedAvg sends ``fedprox_mu``; with
 SCAFFOLD's control variates, :class:`fltest.control_variates.ClientControl`, where NVFlare's Scaffold
-sends its ``c``; ``c_i`` is kept in the run's files, since a client's next task may run in another worker process). A client that fails writes one line saying why to the run's workspace, then raises
-(which fails the NVFlare job).
+sends its ``c``; ``c_i`` is kept in the run's files, since the simulator may run a client's next task
+in another worker process). A client that fails writes one line saying why to the run's workspace,
+then raises (which fails the NVFlare job).
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ class SimulatorTransport:
         self._started = time.monotonic()
 
     def events(self, wait_s: float) -> list[Event]:
-        """Readiness (the clients run at once have their shards) or its failure, new rounds, the first failure, the end after the last round."""
+        """Readiness (the clients run at once have their shards) or its failure, new rounds, the first failure,
+        the end after the last round."""
         found = self._read()
         if not found:
             time.sleep(wait_s)
