@@ -108,7 +108,8 @@ def test_run_matches_the_reference_and_ignores_a_ray_address(tmp_path, monkeypat
     assert said == ["FLTEST_RAY_ADDRESS is set: the nvflare backend ignores it and runs on this machine"]
     assert not (experiment / "nvflare" / "nvflare").exists()  # keep_workspace defaults to false
     assert yaml.safe_load((experiment / "config.yaml").read_text())["runs"][1]["options"] == {
-        "keep_workspace": False
+        "keep_workspace": False,
+        "threads": None,  # picked from the machine: the summary says how many
     }  # listed
     assert (experiment / "nvflare" / "simulator.log").stat().st_size > 0
     assert _simulator_processes(tmp_path) == []
