@@ -72,6 +72,21 @@ def _bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*.arrow"))
 
 
+def disk_dataset(source: Path) -> dict:
+    """The ``dataset`` and ``partition`` sections of a config of the set :func:`make_source` wrote in ``source``."""
+    return {
+        "dataset": {
+            "source": "disk",
+            "path": str(source),
+            "features": ["img"],
+            "label": "label",
+            "scale": 255.0,
+            "test_fraction": 1 / 6,
+        },
+        "partition": {"method": "dirichlet", "alpha": 0.5, "min_samples_per_client": 10},
+    }
+
+
 def _config(source: Path, clients: int):
     from fltest.config.schema import ExperimentConfig
 
@@ -80,15 +95,7 @@ def _config(source: Path, clients: int):
             "name": "bench-data-scale",
             "seed": 0,
             "clients": clients,
-            "dataset": {
-                "source": "disk",
-                "path": str(source),
-                "features": ["img"],
-                "label": "label",
-                "scale": 255.0,
-                "test_fraction": 1 / 6,
-            },
-            "partition": {"method": "dirichlet", "alpha": 0.5, "min_samples_per_client": 10},
+            **disk_dataset(source),
             "training": {"rounds": 1, "local_epochs": 1},
             "runs": [{"name": "reference", "framework": "reference"}],
         }

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 from bare_apps import PeakMemory
-from data_scale import make_source
+from data_scale import disk_dataset, make_source
 
 from fltest.params import load_params
 
@@ -39,15 +39,7 @@ def _config(source: Path, clients: int, rounds: int, backend: str) -> dict:
         "name": f"many-{clients}",
         "seed": 0,
         "clients": clients,
-        "dataset": {
-            "source": "disk",
-            "path": str(source),
-            "features": ["img"],
-            "label": "label",
-            "scale": 255.0,
-            "test_fraction": 1 / 6,
-        },
-        "partition": {"method": "dirichlet", "alpha": 0.5, "min_samples_per_client": 10},
+        **disk_dataset(source),
         "model": {"type": "logreg"},
         "training": {"rounds": rounds, "local_epochs": 1, "batch_size": 32, "learning_rate": 0.05},
         "total_cpus": 2,
