@@ -57,6 +57,7 @@ class NVFlareBackend(Backend):
             RunSpec(config=config, shards=job.shards, workspace=files.root).write(files.spec)
             save_params(files.initial_params, job.initial_params)
             job_dir = export_job(config, files)
+            deadlines = Deadlines.of(config)
             concurrency = simulator_concurrency(config.clients, job.run.options)
             threads = concurrency.threads
             job.progress.note(nvflare_threads=threads)
@@ -80,12 +81,12 @@ class NVFlareBackend(Backend):
                             sim,
                             threads,
                             config.training.rounds,
-                            Deadlines.of(config).startup_s,
+                            deadlines.startup_s,
                             SHUTDOWN_S if job.run.options.keep_workspace else 0.0,
                         ),
                         job.progress,
                         config.training.rounds,
-                        Deadlines.of(config),
+                        deadlines,
                     )
         finally:
             if not job.run.options.keep_workspace:

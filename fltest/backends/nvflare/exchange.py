@@ -54,6 +54,13 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def _save_params_atomic(path: Path, params: Params) -> None:
+    """Write ``params`` to the ``.npz`` file ``path`` so that a reader never sees half of it."""
+    tmp = path.with_name(f".{path.stem}.tmp.npz")
+    save_params(tmp, params)
+    tmp.replace(path)
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The paths of one nvflare run's workspace, rooted at ``root``."""
@@ -103,10 +110,7 @@ class RunFiles:
 
     def write_round(self, result: RoundResult) -> None:
         """Write one round's global model, then its metrics and clients (which completes it)."""
-        npz = self._round_path(result.server_round, ".npz")
-        tmp = npz.with_name(f".{npz.stem}.tmp.npz")
-        save_params(tmp, result.params)
-        tmp.replace(npz)
+        _save_params_atomic(self._round_path(result.server_round, ".npz"), result.params)
         record = {"train": result.train_metrics, "clients": result.clients}
         _write_atomic(self._round_path(result.server_round, ".json"), json.dumps(record))
 
@@ -125,10 +129,7 @@ class RunFiles:
     def write_control(self, partition_id: int, variate: Params) -> None:
         """Keep client ``partition_id``'s SCAFFOLD control variate ``c_i`` for its next round, which may run in
         another worker process (the simulator swaps clients when it runs fewer at once than there are)."""
-        path = self._control_path(partition_id)
-        tmp = path.with_name(f".{path.stem}.tmp.npz")
-        save_params(tmp, variate)
-        tmp.replace(path)
+        _save_params_atomic(self._control_path(partition_id), variate)
 
     def read_control(self, partition_id: int) -> Params | None:
         """Client ``partition_id``'s control variate ``c_i`` after its last round; ``None`` before its first."""
