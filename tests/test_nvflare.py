@@ -330,6 +330,39 @@ def test_fewer_threads_than_clients_swap_clients_and_keep_scaffold_s_control_var
     assert _simulator_processes(tmp_path) == []
 
 
+def test_a_worker_process_that_never_connects_starts_the_simulator_again_and_the_run_completes(
+    tmp_path, monkeypatch, caplog
+):
+    """NVFlare's simulator gives up on a worker process that does not listen for it within 60 s, and that client never
+    runs (seen once in CI, on a loaded machine). Here the first worker process of the run exits at once (a
+    ``sitecustomize`` on the workers' path): FLTest starts the simulator again, once, and the model is the reference's."""
+    marker = tmp_path / "first-worker-exited"
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os\n"
+        "if b'simulator_worker' in open('/proc/self/cmdline', 'rb').read():\n"
+        "    try:\n"
+        f"        os.close(os.open({str(marker)!r}, os.O_CREAT | os.O_EXCL))\n"
+        "    except FileExistsError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        os._exit(3)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="fltest.backends.nvflare.backend"):
+        run_experiment(_config([REFERENCE, NVFLARE], rounds=2), tmp_path)
+
+    assert marker.exists()  # a worker did exit
+    summary = _summary(tmp_path / "nvflare-test", "nvflare")
+    assert summary["status"] == "completed", summary
+    assert max_difference(tmp_path / "nvflare-test", "nvflare", 2) == 0.0
+    assert (
+        "Failed to create connection to the child process"
+        in (tmp_path / "nvflare-test" / "nvflare" / "simulator.log").read_text()
+    )
+    assert any("a worker process never connected" in r.getMessage() for r in caplog.records), caplog.text
+    assert _simulator_processes(tmp_path) == []
+
+
 def test_clients_that_never_start_fail_the_run_within_the_start_up_allowance(tmp_path, monkeypatch):
     """A client stuck before it has its shard (here its hooks module, in the simulator's workers only): the run fails
     when the start-up allowance ends, saying how many clients started, not after round 1's whole deadline."""

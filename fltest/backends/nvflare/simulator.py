@@ -23,6 +23,8 @@ from fltest.process_guard import STOP_GRACE_S, guarded, stop_processes
 
 #: NVFlare's simulator command line, started through FLTest's launcher (a start-up race closed: see that module).
 SIMULATOR_LAUNCHER = "fltest.backends.nvflare.launch_simulator"
+# What NVFlare's simulator logs when a worker process it started never listened for it (simulator_runner.py)
+WORKER_LOST = "Failed to create connection to the child process"
 # An error line of the simulator's concise log (``<time> - ERROR - <message>``) or a traceback's last line.
 _ERROR_LINE = re.compile(r"^(?:.* - ERROR - (?P<logged>.*)|(?P<raised>[A-Za-z_][\w.]*(?:Error|Exception)\b.*))$")
 
@@ -56,9 +58,11 @@ class SimulatorProcess:
         self.env = dict(env)
         self._process: subprocess.Popen | None = None
         self._seen: dict[int, psutil.Process] = {}
+        self._log_start = 0  # where this start's output begins in the log
 
     def start(self) -> None:
-        """Start the simulator in a new session, its output going to the log file."""
+        """Start the simulator in a new session, its output going to the log file (after what an earlier start wrote)."""
+        self._log_start = self.log_path.stat().st_size if self.log_path.is_file() else 0
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 self.command,
@@ -98,6 +102,10 @@ class SimulatorProcess:
         stop_processes(list(self._seen.values()), grace_s)
         self._process.poll()  # reap it
 
+    def lost_a_worker(self) -> bool:
+        """Whether this start of the simulator logged a worker process that never connected (:func:`worker_lost`)."""
+        return worker_lost(self.log_path, self._log_start)
+
     def last_error(self) -> str | None:
         """The last error in the log: a logged ``ERROR`` message or the last line of a traceback."""
         if not self.log_path.is_file():
@@ -128,3 +136,13 @@ def simulator_environment(tmp: Path, spec_path: Path, spec_variable: str) -> dic
     env["TMPDIR"] = str(tmp)
     env[spec_variable] = str(spec_path)
     return env
+
+
+def worker_lost(log_path: Path, since: int = 0) -> bool:
+    """Whether the simulator's log, from byte ``since``, says that one of its worker processes never connected (so its
+    client never ran)."""
+    if not log_path.is_file():
+        return False
+    with log_path.open("rb") as log:
+        log.seek(since)
+        return WORKER_LOST.encode() in log.read()

@@ -13,6 +13,7 @@ from fltest.process_guard import ENDED_RUN_GRACE_S
 
 log = logging.getLogger(__name__)
 
+WORKER_CONNECT_S = 60.0  # how long NVFlare's simulator waits for a worker process it started to listen for it
 SHUTDOWN_S = 60.0  # allowed for the simulator to exit once the last round is in, when its workspace is kept
 
 
@@ -63,6 +64,8 @@ class SimulatorTransport:
                 self._ready = True
                 log.info("nvflare: %d clients up after %.1f s", ready, waited)
                 found.append(Ready())
+            elif waited > WORKER_CONNECT_S and self.sim.lost_a_worker():  # that client will never start
+                found.append(Failed(f"{self.name}: a worker process never connected to it ({self.sim.last_error()})"))
             elif waited > self.startup_s:  # NVFlare's workers give up on their server cell, and the simulator waits
                 error = self.sim.last_error()
                 found.append(
