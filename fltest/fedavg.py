@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fltest.blas_threads import one_blas_thread
 from fltest.config.schema import ExperimentConfig
 from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
 from fltest.hooks import Hooks, Metrics, check_metrics
@@ -73,7 +74,7 @@ def client_update(
         if replaced is not None:
             x, y = replaced
     model, where = load_model(config.model), f"on client {partition_id} in round {server_round}"
-    with naming_the_model(model, "train", where):
+    with naming_the_model(model, "train", where), one_blas_thread():
         seed = client_seed(config.seed, server_round, partition_id)
         result = model.train(
             params, x, y, config.training, seed, **({} if correction is None else {CORRECTION: correction})
