@@ -296,6 +296,8 @@ def test_both_emulations_get_the_kit_s_values_from_deploy_kit_env(tmp_path, monk
     assert head["environment"]["FLTEST_RAY_ADDRESS"] == f"ray-head:{KIT.ray_gcs_port}"
     assert f"--address=ray-head:{KIT.ray_gcs_port}" in worker["command"]
     assert any(str(volume).endswith(KIT.work_dir) or KIT.work_dir in str(volume) for volume in head["volumes"])
+    cache = env_file_values(KIT_FILE)["FLTEST_DATASETS_CACHE"]  # fltest run's shards: on the work volume, not a tmpfs
+    assert head["environment"]["HF_DATASETS_CACHE"] == cache and cache.startswith(KIT.work_dir + "/")
     assert f"--port={KIT.superlink_port}" in superlink_side["superlink"]["command"]
     assert f"--database={KIT.work_dir}/superlink.db" in superlink_side["superlink"]["command"]
     assert RayEmulation(overrides={}).setting("FLTEST_IMAGE") == KIT.image  # what `up` checks the engine for

@@ -17,6 +17,7 @@ shape, several are flattened and joined into rows) only when a client trains (:f
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ from fltest.data.shard_rows import SourceRows
 from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage, client_folder
 from fltest.data.sources import label_array, load_source
 from fltest.data.split import Split, split_rows
+from fltest.errors import RunFailed
 
 
 def feature_columns(count: int) -> list[str]:
@@ -134,6 +136,14 @@ def write_shard_set(
             if read_meta(root, key, storage) is None:  # not a concurrent writer finishing first
                 raise
             shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise RunFailed(
+            f"the shards of {config.clients} clients do not fit in {root.parent}: no space left on that device "
+            f"(set HF_DATASETS_CACHE to a folder on a larger one)"
+        ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

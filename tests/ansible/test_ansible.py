@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from deploy.images import one_build_at_a_time
-from deploy.kit import KIT
+from deploy.kit import KIT, KIT_FILE, env_file_values
 from tests.ansible import inventory_editor
 from tests.conformance import TOLERANCE, assert_conforms
 from tests.control_probe import PROBE, check_refusals, probes
@@ -517,6 +517,16 @@ def test_end_to_end(lab, stages):
     assert all(row["failed"] == 0 and row["unreachable"] == 0 for row in rows.values())
     for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker")):
         assert_hardened(name, container)
+    cache = f"HF_DATASETS_CACHE={env_file_values(KIT_FILE)['FLTEST_DATASETS_CACHE']}"  # the head's shards: on disk
+    environments = {
+        name: json.loads(
+            docker(
+                "exec", f"fltest-ansible-{name}", "docker", "inspect", "--format", "{{json .Config.Env}}", container
+            ).stdout
+        )
+        for name, container in zip(NODES, ("fltest-ray-head", "fltest-ray-worker"))
+    }
+    assert cache in environments["e2e-head"] and cache not in environments["e2e-worker"], environments
     token = docker("exec", "fltest-ansible-e2e-head", "stat", "-c", "%a %u", "/etc/fltest/ray_token").stdout.split()
     assert token == ["600", "10001"]
     assert "ray_token" not in os.listdir(checkout_of(lab) / "ansible")
