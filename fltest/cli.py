@@ -58,6 +58,7 @@ def _partitions(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from fltest.config.loader import load_config, naming_the_file
+    from fltest.results.cluster_hint import cluster_hint
     from fltest.results.table import format_table
     from fltest.runner import run_experiment
 
@@ -67,6 +68,10 @@ def _run(args: argparse.Namespace) -> int:
         comparison = run_experiment(config, results_dir)
     print(format_table(comparison))
     print(f"results: {results_dir / config.name}")
+    for run in config.runs:
+        hint = cluster_hint(results_dir / config.name / run.name, config)
+        if hint:
+            print(hint)
     return 0 if all(r["status"] in ("completed", "unsupported") for r in comparison["runs"]) else 1
 
 

@@ -109,7 +109,13 @@ def run_experiment(
         for run in config.runs:
             backend = backends[run.name]
             shards = shard_sets[storages[run.name]]
-            info = {"experiment": config.name, "run": run.name, "framework": run.framework, "shards_key": shards.key}
+            info = {
+                "experiment": config.name,
+                "run": run.name,
+                "framework": run.framework,
+                "shards_key": shards.key,
+                "train_samples": sum(shards.client_sizes),
+            }
             recorder = RunRecorder(experiment_dir / run.name, info, config.training.rounds)  # keeps every round's model
             recorder.record_round(0, initial, initial_metrics)
             reason = backend.unsupported(config)

@@ -9,6 +9,7 @@ for minutes, and gpu_check.py needs a GPU: here they are only imported and parse
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -47,9 +48,43 @@ def test_data_scale_without_ray(tmp_path):
     assert re.search(rf"^shard bytes / source bytes: .* = {NUMBER}$", out, re.M), out
 
 
-@pytest.mark.parametrize("script", ["emulation.py", "faults.py", "image_distribution.py", "gpu_check.py"])
+@pytest.mark.parametrize(
+    "script", ["emulation.py", "faults.py", "image_distribution.py", "gpu_check.py", "cluster_payoff.py"]
+)
 def test_the_docker_and_gpu_benchmarks_import_and_parse_their_options(tmp_path, script):
     assert bench(tmp_path, script, "--help").startswith(f"usage: {script} ")
+
+
+def test_cluster_payoff_fits_and_draws_measurements_it_is_given(tmp_path):
+    """The grid's analysis without the emulation: rounds of a known model in, that model's terms and its break-even
+    (2 local epochs: per_sample_epoch * E = remote_per_sample) out, and the picture."""
+    model = {"driver": 0.5, "driver_per_client": 0.01, "per_sample_epoch": 1e-5, "remote_per_sample": 2e-5}
+    rows = []
+    for nodes in (1, 2):
+        for clients in (4, 20, 120):
+            for epochs in (1, 5):
+                round_s = (
+                    model["driver"]
+                    + model["driver_per_client"] * clients
+                    + model["per_sample_epoch"] * epochs * 50_000 / nodes
+                    + model["remote_per_sample"] * 50_000 * (1 - 1 / nodes)
+                )
+                rows.append(
+                    {
+                        "nodes": nodes,
+                        "clients": clients,
+                        "epochs": epochs,
+                        "samples": 50_000,
+                        "first_round_s": round_s + 2,
+                        "round_s": round_s,
+                    }
+                )
+    (tmp_path / "grid.json").write_text(json.dumps(rows))
+    out = bench(tmp_path, "cluster_payoff.py", "--from-json", "grid.json", "--plot", "grid.png")
+    assert re.search(r"^driver_s +0\.5$", out, re.M), out
+    assert re.search(r"^remote_per_sample_s +2e-05$", out, re.M), out
+    assert "break-even, 20 clients: two nodes pay off above 2.00 local epochs" in out, out
+    assert (tmp_path / "grid.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.ray
