@@ -105,12 +105,13 @@ def test_a_deployment_run_with_its_superlink_and_ca_is_valid(validate, ca_file, 
         ),
     ],
 )
-def test_bad_flwr_options_are_one_line_and_exit_2(validate, ca_file, options, message):
+def test_bad_flwr_options_are_one_line_naming_the_file_and_exit_2(validate, ca_file, tmp_path, options, message):
     options = {k: (str(ca_file) if v == "CA" else v) for k, v in options.items()}
     result = validate(options)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fltest: error: ") and message in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith(f"fltest: error: {tmp_path / 'config.yaml'}: "), lines
+    assert message in lines[0], lines
 
 
 def _server_context(config: ExperimentConfig, digest: str) -> Context:

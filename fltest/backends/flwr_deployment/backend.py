@@ -15,7 +15,7 @@ from fltest.backends.flwr_deployment.readiness import ask_nodes, check_online
 from fltest.backends.supervision import Deadlines, follow_run
 from fltest.config.runs import FlwrDeploymentRun
 from fltest.config.schema import ExperimentConfig
-from fltest.errors import InputError, RunFailed
+from fltest.errors import FieldError, RunFailed
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,9 @@ class FlwrDeploymentBackend(Backend):
         try:
             found = ca.is_file()
         except OSError as exc:  # e.g. a folder this user may not enter
-            raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: {exc.strerror}") from None
+            raise FieldError(f"runs.{run.name}.options.root_certificates: {ca}: {exc.strerror}") from None
         if not found:
-            raise InputError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
+            raise FieldError(f"runs.{run.name}.options.root_certificates: {ca}: no such file")
         user_module_sources(config)
 
     def run(self, job: RunJob) -> None:
