@@ -1,7 +1,7 @@
 """Benchmark: the whole strategy table on the digits, each framework's own implementation of every strategy against the reference's.
 
-For every strategy (``fltest/config/strategies.py``, default parameters; FedProx with ``mu`` 0.1),
-one ``fltest`` experiment on the digits runs the reference, Flower and NVFlare side by side, with
+For every strategy (``fltest/config/strategies.py``, default parameters; FedProx with ``mu`` 0.1,
+Multi-Krum with ``num_selected`` 2), one ``fltest`` experiment on the digits runs the reference, Flower and NVFlare side by side, with
 the PyTorch CNN of ``examples/digits_cnn.yaml`` (``--model cnn``, the default: NVFlare's FedOpt
 needs a PyTorch model) or the built-in softmax regression of ``examples/digits.yaml`` (``--model
 logreg``). It prints one table, a line a run: its status, max |Δw| from the reference's global
@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from fltest.config.loader import load_config
-from fltest.config.strategies import STRATEGIES
+from fltest.config.strategies import STRATEGIES, example_strategy
 from fltest.results.compare import TOLERANCE
 from fltest.runner import run_experiment
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CONFIGS = {"cnn": EXAMPLES / "digits_cnn.yaml", "logreg": EXAMPLES / "digits.yaml"}  # reference, Flower and NVFlare
-PARAMETERS = {"fedprox": {"mu": 0.1}}  # a strategy with no default for a parameter
 
 
 def strategy_rows(config_path: Path, strategy: str, rounds: int, clients: int, work: Path) -> list[dict[str, Any]]:
@@ -33,9 +32,7 @@ def strategy_rows(config_path: Path, strategy: str, rounds: int, clients: int, w
     config = load_config(config_path)
     training = config.training.model_copy(update={"rounds": rounds})
     data = config.model_dump(mode="json") | {"name": f"bench-{strategy}", "clients": clients, "hooks": None}
-    data["training"] = training.model_dump(mode="json") | {
-        "strategy": {"name": strategy, **PARAMETERS.get(strategy, {})}
-    }
+    data["training"] = training.model_dump(mode="json") | {"strategy": example_strategy(strategy)}
     comparison = run_experiment(type(config).model_validate(data), work)
     return [{"strategy": strategy, **row} for row in comparison["runs"]]
 

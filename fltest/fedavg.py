@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fltest.blas_threads import one_blas_thread
-from fltest.config.schema import ExperimentConfig
+from fltest.config.schema import ExperimentConfig, clients_per_round
 from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
 from fltest.hooks import Hooks, Metrics, check_metrics
 from fltest.model import Model, load_model
@@ -23,8 +23,8 @@ from fltest.params import Params
 
 
 def select_clients(num_clients: int, fraction: float, seed: int, server_round: int) -> list[int]:
-    """The partition ids that train in ``server_round``: ``max(1, round(fraction * n))`` of them."""
-    count = max(1, round(fraction * num_clients))
+    """The partition ids that train in ``server_round``: :func:`~fltest.config.schema.clients_per_round` of them."""
+    count = clients_per_round(num_clients, fraction)
     if count >= num_clients:
         return list(range(num_clients))
     rng = np.random.default_rng([seed, 2, server_round])

@@ -15,6 +15,7 @@ Every rule returns each parameter with the global model's dtype and shape, 0-d a
   Algorithm 2).
 - SCAFFOLD (Karimireddy et al., 2020, "SCAFFOLD: Stochastic Controlled Averaging for Federated
   Learning", Algorithm 1; its clients: :mod:`fltest.control_variates`).
+- The robust aggregators, FedMedian, FedTrimmedAvg, Krum and Multi-Krum: :mod:`fltest.robust_aggregation`.
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ from fltest.config.strategies import (
     FedAdagradStrategy,
     FedAdamStrategy,
     FedAvgMStrategy,
+    FedMedianStrategy,
+    FedTrimmedAvgStrategy,
     FedYogiStrategy,
+    KrumStrategy,
     ScaffoldStrategy,
     StrategyConfig,
 )
 from fltest.fedavg import ClientUpdate, aggregate
 from fltest.params import Params, shaped_like
+from fltest.robust_aggregation import CoordinateMedian, KrumSelection, TrimmedMean
 
 
 class ServerUpdate(Protocol):
@@ -167,4 +172,10 @@ def server_update(strategy: StrategyConfig, num_clients: int) -> ServerUpdate:
         return ServerMomentum(strategy)
     if isinstance(strategy, FedAdagradStrategy | FedAdamStrategy | FedYogiStrategy):
         return AdaptiveServer(strategy)
+    if isinstance(strategy, FedMedianStrategy):
+        return CoordinateMedian()
+    if isinstance(strategy, FedTrimmedAvgStrategy):
+        return TrimmedMean(strategy)
+    if isinstance(strategy, KrumStrategy):
+        return KrumSelection(strategy)
     return WeightedAverage()

@@ -31,12 +31,14 @@ import numpy as np
 import pytest
 
 from fltest.config.schema import ExperimentConfig
+from fltest.config.strategies import ROBUST, example_strategy
 from fltest.control_variates import ClientControl
 from fltest.data.shards import ShardSet
 from fltest.fedavg import client_update
 from fltest.hooks import load_hooks
 from fltest.params import load_params
 from fltest.results.compare import TOLERANCE
+from fltest.robust_aggregation import KrumSelection
 from fltest.runner import prepare, run_experiment
 from tests.conftest import REPO
 from tests.models import BATCHNORM_CNN, beside
@@ -267,6 +269,61 @@ def test_nvflare_s_fedopt_runs_a_torch_model_as_its_code_says(tmp_path, monkeypa
         expected = _nvflare_fedopt_rule(name, config.training.strategy, x, updates, state, optimized)
         nvflare = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, nvflare)) <= 1e-12, server_round
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize(
+    "strategy", [{"name": "fedmedian"}, {"name": "fedtrimmedavg", "beta": 0.34}, {"name": "krum"}], ids=str
+)
+def test_flower_s_fedmedian_fedtrimmedavg_and_krum_give_the_reference_s_model_bit_for_bit(
+    tmp_path, monkeypatch, strategy
+):
+    """Flower's own robust aggregators (``flwr/serverapp/strategy/fedmedian.py``, ``fedtrimmedavg.py``, ``krum.py``),
+    3 clients a round: the paper's model, every round. (FedTrimmedAvg with beta 0.34 cuts one value at each end.)"""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    comparison = run_experiment(_config(f"flower-{strategy['name']}", strategy, FLOWER), tmp_path)
+    row = _row(comparison, "flower")
+    assert row["status"] == "completed"
+    assert row["param_diff_per_round"] == [0.0] * ROUNDS and row["first_divergent_round"] is None, row
+    fedavg = run_experiment(_config("flower-fedavg", "fedavg", []), tmp_path / "fedavg")
+    assert fedavg["runs"][0]["loss"] != _row(comparison, "reference")["loss"]  # the strategy changed the run
+
+
+@pytest.mark.ray
+def test_flower_s_multikrum_weights_the_models_it_selects_by_examples_as_its_code_says(tmp_path, monkeypatch):
+    """Flower 1.42's MultiKrum (``flwr/serverapp/strategy/multikrum.py``) selects the models of the best Krum scores, as
+    the paper does, then averages them weighted by their examples (``aggregate_arrayrecords``) in the order of their
+    scores; the paper's Multi-Krum takes their plain mean. So the run diverges from round 1, and every Flower round,
+    from Flower's own previous global model, is that weighted mean of the reference's selection within 1e-12."""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    config = _config("flower-multikrum", {"name": "multikrum", "num_selected": 2}, FLOWER)
+    comparison = run_experiment(config, tmp_path)
+    row = _row(comparison, "flower")
+    assert row["status"] == "completed" and row["first_divergent_round"] == 1, row
+    assert all(difference > 1e-3 for difference in row["param_diff_per_round"]), row  # measured: 0.03 to 0.04
+    run_dir, shards = tmp_path / config.name / "flower", prepare(config)
+    rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    krum = KrumSelection(config.training.strategy)
+    for server_round in range(1, ROUNDS + 1):
+        x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
+        updates = _client_updates(config, shards, rounds[server_round]["clients"], server_round, x)
+        chosen = [updates[k] for k in np.argsort(krum.scores(updates), kind="stable")[:2]]
+        total = sum(u.num_examples for u in chosen)
+        expected = [sum(u.params[i] * (u.num_examples / total) for u in chosen) for i in range(len(x))]
+        flower = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
+        assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, flower)) <= 1e-12, server_round
+
+
+@pytest.mark.nvflare
+@pytest.mark.parametrize("name", ROBUST)
+def test_nvflare_has_no_robust_aggregation_and_its_run_says_so(tmp_path, name):
+    comparison = run_experiment(_config(f"nvflare-{name}", example_strategy(name), NVFLARE), tmp_path)
+    row = _row(comparison, "nvflare")
+    assert row["status"] == "unsupported" and row["reason"] == (
+        f"NVFlare 2.9 has no {name}: its aggregators (nvflare.app_common.aggregators) sum the clients' updates, "
+        "weighted; none takes a median, a trimmed mean or a Krum selection"
+    ), row
+    assert _row(comparison, "reference")["status"] == "completed"
 
 
 def test_flower_has_no_scaffold_and_its_run_says_so(tmp_path, monkeypatch):

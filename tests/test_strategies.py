@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fltest.config.schema import ExperimentConfig, TrainingConfig
-from fltest.config.strategies import STRATEGIES, ScaffoldStrategy
+from fltest.config.strategies import STRATEGIES, ScaffoldStrategy, example_strategy
 from fltest.control_variates import next_control
 from fltest.fedavg import ClientUpdate
 from fltest.model.numpy_mlp import NumpyMLP
@@ -192,6 +192,11 @@ def test_the_built_in_model_adds_scaffold_s_correction_to_every_gradient():
         ({"name": "fedadagrad", "beta_2": 0.9}, "training.strategy.fedadagrad.beta_2"),
         ({"name": "scaffold", "server_learning_rate": 0}, "training.strategy.scaffold.server_learning_rate"),
         ({"name": "scaffold", "mu": 0.1}, "training.strategy.scaffold.mu"),
+        ({"name": "fedtrimmedavg", "beta": 0.5}, "training.strategy.fedtrimmedavg.beta"),
+        ({"name": "krum", "num_malicious": -1}, "training.strategy.krum.num_malicious"),
+        ({"name": "krum", "num_malicious": 4}, "training.strategy.num_malicious: 4 needs at least 11 clients a round"),
+        ({"name": "multikrum"}, "training.strategy.multikrum.num_selected"),
+        ({"name": "multikrum", "num_selected": 11}, "training.strategy.num_selected: 11 is more than the 10 clients"),
     ],
 )
 def test_a_bad_strategy_is_one_line_naming_the_file_and_field_and_exit_2(tmp_path, strategy, field):
@@ -230,7 +235,7 @@ def test_every_strategy_keeps_each_parameter_s_shape_and_dtype_0_d_and_integer_b
     with BatchNorm, at round 1's evaluation), and an integer buffer failed FedAvg's in-place sum."""
     beside(tmp_path, monkeypatch, "buffers_model", BUFFERS_MODEL)
     data = base_config()
-    data["training"].update(rounds=3, strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name)
+    data["training"].update(rounds=3, strategy=example_strategy(name))
     data.update(
         name=f"buffers-{name}", hooks=None, model={"module": "buffers_model"}, output={"save_round_models": True}
     )

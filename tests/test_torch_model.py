@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from fltest.config.schema import ExperimentConfig, TrainingConfig
-from fltest.config.strategies import STRATEGIES
+from fltest.config.strategies import STRATEGIES, example_strategy
 from fltest.params import load_params
 from fltest.results.files import read_jsonl
 from fltest.runner import run_experiment
@@ -135,7 +135,7 @@ def test_a_cnn_with_batchnorm_runs_every_strategy_on_the_reference(tmp_path, mon
         rounds=2,
         local_epochs=1,
         learning_rate=0.1,
-        strategy={"name": "fedprox", "mu": 0.1} if name == "fedprox" else name,
+        strategy=example_strategy(name),
     )
     data.update(name=f"batchnorm-{name}", clients=3, hooks=None, model={"module": "batchnorm_cnn"})
     comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path / "results")

@@ -9,7 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 
 from fltest.config.partitions import IidPartition, PartitionConfig
 from fltest.config.runs import RUN_NAME_PATTERN, RunConfig
-from fltest.config.strategies import FedAvgStrategy, StrategyConfig, named_strategy
+from fltest.config.strategies import (
+    FedAvgStrategy,
+    KrumStrategy,
+    MultiKrumStrategy,
+    StrategyConfig,
+    named_strategy,
+)
 
 
 class _Strict(BaseModel):
@@ -198,9 +204,33 @@ class ExperimentConfig(_Strict):
     )
 
     @model_validator(mode="after")
+    def _enough_clients_for_krum(self) -> ExperimentConfig:
+        strategy = self.training.strategy
+        if not isinstance(strategy, KrumStrategy):
+            return self
+        sampled = clients_per_round(self.clients, self.training.fraction_fit)
+        needed = 2 * strategy.num_malicious + 3
+        if sampled < needed:
+            raise ValueError(
+                f"training.strategy.num_malicious: {strategy.num_malicious} needs at least {needed} clients a round "
+                f"(more than 2f + 2), and {sampled} train (clients {self.clients}, fraction_fit "
+                f"{self.training.fraction_fit:g})"
+            )
+        if isinstance(strategy, MultiKrumStrategy) and strategy.num_selected > sampled:
+            raise ValueError(
+                f"training.strategy.num_selected: {strategy.num_selected} is more than the {sampled} clients a round"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _unique_runs(self) -> ExperimentConfig:
         names = [run.name for run in self.runs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"runs: duplicate run name {duplicates[0]!r}")
         return self
+
+
+def clients_per_round(clients: int, fraction_fit: float) -> int:
+    """How many clients train each round: ``max(1, round(fraction_fit * clients))``."""
+    return max(1, round(fraction_fit * clients))

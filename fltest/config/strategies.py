@@ -12,10 +12,26 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-STRATEGIES = ("fedavg", "fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "scaffold")
+STRATEGIES = (
+    "fedavg",
+    "fedprox",
+    "fedavgm",
+    "fedadagrad",
+    "fedadam",
+    "fedyogi",
+    "scaffold",
+    "fedmedian",
+    "fedtrimmedavg",
+    "krum",
+    "multikrum",
+)
+#: The robust aggregators: the global model is a statistic of the clients' models that few outliers can move.
+ROBUST = ("fedmedian", "fedtrimmedavg", "krum", "multikrum")
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 Decay = Annotated[float, Field(ge=0, lt=1)]
+StrictNonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+StrictPositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 NAME = "The strategy, by name."
 BETA_2 = "β2: the decay of the second moment `v`."
@@ -94,6 +110,38 @@ class ScaffoldStrategy(_Strategy):
     server_learning_rate: PositiveFloat = Field(1.0, description="η_g: the global step size.")
 
 
+class FedMedianStrategy(_Strategy):
+    """FedMedian (Yin et al., 2018, "Byzantine-Robust Distributed Learning", the coordinate-wise median): each
+    parameter of the global model is the median of the clients' values of it."""
+
+    name: Literal["fedmedian"] = Field(description=NAME)
+
+
+class FedTrimmedAvgStrategy(_Strategy):
+    """FedTrimmedAvg (Yin et al., 2018, the coordinate-wise trimmed mean): for each parameter, the ``⌊beta·n⌋`` largest
+    and smallest of the n clients' values are dropped and the rest averaged."""
+
+    name: Literal["fedtrimmedavg"] = Field(description=NAME)
+    beta: float = Field(0.2, ge=0, lt=0.5, description="β: the fraction of the clients' values cut at each end.")
+
+
+class KrumStrategy(_Strategy):
+    """Krum (Blanchard et al., 2017, "Machine Learning with Adversaries"): the global model is the client model whose
+    summed squared distance to its ``n - f - 2`` nearest others is the smallest."""
+
+    name: Literal["krum"] = Field(description=NAME)
+    num_malicious: StrictNonNegativeInt = Field(
+        0, description="f: the malicious clients Krum tolerates (the clients a round needs more than 2f + 2)."
+    )
+
+
+class MultiKrumStrategy(KrumStrategy):
+    """Multi-Krum (Blanchard et al., 2017): the mean of the ``num_selected`` client models of the smallest Krum scores."""
+
+    name: Literal["multikrum"] = Field(description=NAME)  # type: ignore[assignment]
+    num_selected: StrictPositiveInt = Field(description="m: the client models averaged (required).")
+
+
 StrategyConfig = Annotated[
     FedAvgStrategy
     | FedProxStrategy
@@ -101,9 +149,22 @@ StrategyConfig = Annotated[
     | FedAdagradStrategy
     | FedAdamStrategy
     | FedYogiStrategy
-    | ScaffoldStrategy,
+    | ScaffoldStrategy
+    | FedMedianStrategy
+    | FedTrimmedAvgStrategy
+    | KrumStrategy
+    | MultiKrumStrategy,
     Field(discriminator="name"),
 ]
+
+
+#: Values for the parameters a strategy has no default for, as the benchmarks and tests name every strategy.
+EXAMPLE_PARAMETERS: dict[str, dict[str, Any]] = {"fedprox": {"mu": 0.1}, "multikrum": {"num_selected": 2}}
+
+
+def example_strategy(name: str) -> dict[str, Any]:
+    """``{"name": name}`` with :data:`EXAMPLE_PARAMETERS`' values for what it requires."""
+    return {"name": name, **EXAMPLE_PARAMETERS.get(name, {})}
 
 
 def named_strategy(value: Any) -> Any:

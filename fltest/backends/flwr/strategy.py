@@ -14,7 +14,18 @@ from collections.abc import Iterable, Mapping
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.common.constant import HEARTBEAT_PATIENCE, ErrorCode
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAdagrad, FedAdam, FedAvg, FedAvgM, FedProx, FedYogi
+from flwr.serverapp.strategy import (
+    FedAdagrad,
+    FedAdam,
+    FedAvg,
+    FedAvgM,
+    FedMedian,
+    FedProx,
+    FedTrimmedAvg,
+    FedYogi,
+    Krum,
+    MultiKrum,
+)
 
 from fltest.backends.flwr.client_app import HOST_KEY, partition_of
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
@@ -22,8 +33,12 @@ from fltest.config.strategies import (
     FedAdagradStrategy,
     FedAdamStrategy,
     FedAvgMStrategy,
+    FedMedianStrategy,
     FedProxStrategy,
+    FedTrimmedAvgStrategy,
     FedYogiStrategy,
+    KrumStrategy,
+    MultiKrumStrategy,
     StrategyConfig,
 )
 from fltest.errors import RunFailed
@@ -266,6 +281,22 @@ class SelectedFedYogi(SelectedPartitions, FedYogi):
     """Flower's FedYogi on FLTest's selection."""
 
 
+class SelectedFedMedian(SelectedPartitions, FedMedian):
+    """Flower's FedMedian on FLTest's selection."""
+
+
+class SelectedFedTrimmedAvg(SelectedPartitions, FedTrimmedAvg):
+    """Flower's FedTrimmedAvg on FLTest's selection."""
+
+
+class SelectedKrum(SelectedPartitions, Krum):
+    """Flower's Krum on FLTest's selection."""
+
+
+class SelectedMultiKrum(SelectedPartitions, MultiKrum):
+    """Flower's MultiKrum on FLTest's selection."""
+
+
 def flower_strategy(
     strategy: StrategyConfig,
     node_ids: list[int],
@@ -298,4 +329,14 @@ def flower_strategy(
             beta_2=strategy.beta_2,
             tau=strategy.tau,
         )
+    if isinstance(strategy, FedMedianStrategy):
+        return SelectedFedMedian(*selection)
+    if isinstance(strategy, FedTrimmedAvgStrategy):
+        return SelectedFedTrimmedAvg(*selection, beta=strategy.beta)
+    if isinstance(strategy, MultiKrumStrategy):
+        return SelectedMultiKrum(
+            *selection, num_malicious_nodes=strategy.num_malicious, num_nodes_to_select=strategy.num_selected
+        )
+    if isinstance(strategy, KrumStrategy):
+        return SelectedKrum(*selection, num_malicious_nodes=strategy.num_malicious)
     return SelectedFedAvg(*selection)

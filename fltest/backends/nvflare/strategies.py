@@ -3,7 +3,7 @@
 - FedAvg, FedProx: its FedAvg workflow (FedProx: ``fedprox_mu``, which it sends its clients).
 - FedAvgM, FedAdagrad, FedAdam: its PyTorch FedOpt controller (:mod:`fltest.backends.nvflare.fedopt`), for a
   model built with ``TorchClassifier`` (FedOpt steps a ``torch.optim`` optimizer over the network).
-- FedYogi: none.
+- FedYogi, FedMedian, FedTrimmedAvg, Krum, Multi-Krum: none.
 - SCAFFOLD: its Scaffold workflow (``nvflare.app_common.workflows.scaffold``, framework-agnostic: it averages
   the models and the control variates' changes the clients send), for any model; FLTest's clients take the
   control-variate steps (:mod:`fltest.control_variates`, option II, as NVFlare's ``PTScaffoldHelper``).
@@ -18,6 +18,7 @@ from fltest.backends.nvflare.exchange import RunFiles
 from fltest.backends.nvflare.server import FLTestFedAvg, FLTestRounds, FLTestScaffold
 from fltest.config.schema import ExperimentConfig
 from fltest.config.strategies import (
+    ROBUST,
     FedAdagradStrategy,
     FedAdamStrategy,
     FedAvgMStrategy,
@@ -28,6 +29,10 @@ from fltest.config.strategies import (
 
 NO_FEDYOGI = (
     "NVFlare 2.9 has no FedYogi (its FedOpt controller takes torch.optim's optimizers, and torch.optim has no Yogi)"
+)
+NO_ROBUST_AGGREGATION = (
+    "NVFlare 2.9 has no {strategy}: its aggregators (nvflare.app_common.aggregators) sum the clients' updates, "
+    "weighted; none takes a median, a trimmed mean or a Krum selection"
 )
 FEDOPT_NEEDS_TORCH = (
     "NVFlare 2.9 has {strategy} only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which "
@@ -75,6 +80,8 @@ def unsupported(config: ExperimentConfig) -> str | None:
     strategy = config.training.strategy
     if isinstance(strategy, FedYogiStrategy):
         return NO_FEDYOGI
+    if strategy.name in ROBUST:
+        return NO_ROBUST_AGGREGATION.format(strategy=strategy.name)
     optimizer = server_optimizer(strategy)
     if optimizer is not None and not built_with_torch_classifier(config):
         return FEDOPT_NEEDS_TORCH.format(strategy=strategy.name, optimizer=optimizer[0])

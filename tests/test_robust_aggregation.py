@@ -1,0 +1,57 @@
+"""The reference's robust aggregators against hand computations: one parameter, four clients, one round.
+
+The clients' models are 0, 1, 2 and 10 (client 3 an outlier), with 1, 1, 1 and 97 examples, so that a weighted
+average would follow the outlier; every expected value is worked out from the papers' definitions by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fltest.config.schema import TrainingConfig
+from fltest.fedavg import ClientUpdate
+from fltest.server_update import server_update
+
+MODELS = (0.0, 1.0, 2.0, 10.0)
+EXAMPLES = (1, 1, 1, 97)
+
+
+def _aggregate(strategy: dict, models=MODELS) -> float:
+    server = server_update(TrainingConfig(rounds=1, local_epochs=1, strategy=strategy).strategy, num_clients=4)
+    updates = [ClientUpdate(k, [np.array([m])], n) for k, (m, n) in enumerate(zip(models, EXAMPLES))]
+    return float(server.apply([np.array([5.0])], updates)[0][0])
+
+
+def test_fedmedian_takes_the_mean_of_the_two_middle_values_whatever_the_examples():
+    assert _aggregate({"name": "fedmedian"}) == 1.5  # (1 + 2) / 2
+    assert _aggregate({"name": "fedmedian"}, (0.0, 1.0, 2.0, 1e9)) == 1.5  # the outlier moves nothing
+
+
+@pytest.mark.parametrize(
+    ("beta", "expected"),
+    [
+        (0.25, 1.5),  # floor(0.25 * 4) = 1 cut at each end: (1 + 2) / 2
+        (0.2, 3.25),  # floor(0.8) = 0 cut: (0 + 1 + 2 + 10) / 4, unweighted
+    ],
+)
+def test_fedtrimmedavg_cuts_floor_beta_n_values_at_each_end_and_averages_the_rest(beta, expected):
+    assert _aggregate({"name": "fedtrimmedavg", "beta": beta}) == expected
+
+
+def test_krum_takes_the_model_closest_to_its_n_minus_f_minus_2_nearest():
+    """f = 0: each model's 2 nearest others. Scores: 0: 1 + 4 = 5; 1: 1 + 1 = 2; 2: 1 + 4 = 5; 10: 64 + 81 = 145."""
+    assert _aggregate({"name": "krum"}) == 1.0
+
+
+def test_krum_with_one_malicious_client_counts_one_neighbour():
+    """Models 0, 1, 3 and 10. f = 0, the 2 nearest others: scores 1 + 9, 1 + 4, 4 + 9, 49 + 81, client 1 wins.
+    f = 1 (n = 4 > 2f + 2), the nearest other: scores 1, 1, 4, 49, a tie that goes to the lower partition, 0."""
+    assert _aggregate({"name": "krum", "num_malicious": 0}, (0.0, 1.0, 3.0, 10.0)) == 1.0
+    assert _aggregate({"name": "krum", "num_malicious": 1}, (0.0, 1.0, 3.0, 10.0)) == 0.0
+
+
+def test_multikrum_averages_the_m_best_scored_models_unweighted():
+    """Scores 5, 2, 5, 145: the best is client 1, then clients 0 and 2 tie and the lower partition is taken."""
+    assert _aggregate({"name": "multikrum", "num_selected": 2}) == 0.5  # (0 + 1) / 2
+    assert _aggregate({"name": "multikrum", "num_selected": 3}) == 1.0  # (0 + 1 + 2) / 3
