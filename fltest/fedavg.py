@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fltest.attacks import attacked
 from fltest.blas_threads import one_blas_thread
 from fltest.config.schema import ExperimentConfig, clients_per_round
 from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
@@ -84,6 +85,8 @@ def client_update(
     if hooks.after_local_training is not None:
         extra = hooks.after_local_training(partition_id, server_round, params, trained)
         metrics.update(check_metrics("hook after_local_training", extra))
+    if config.attack is not None and partition_id in config.attack.clients:  # it tampers with what it sends
+        trained = attacked(config.attack, config.seed, server_round, partition_id, params, trained)
     return ClientUpdate(partition_id=partition_id, params=trained, num_examples=len(y), metrics=metrics)
 
 

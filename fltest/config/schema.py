@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
+from fltest.config.attacks import AttackConfig
 from fltest.config.partitions import IidPartition, PartitionConfig
 from fltest.config.runs import RUN_NAME_PATTERN, RunConfig
 from fltest.config.strategies import (
@@ -195,6 +196,11 @@ class ExperimentConfig(_Strict):
         description="A module of client hooks (`before_local_training`, `after_local_training`, "
         "`evaluate_metrics`), importable from the config's folder.",
     )
+    attack: AttackConfig | None = Field(
+        None,
+        description="Malicious clients: `{kind: sign_flip | scaled | gaussian, clients: [...], ...}`, applied to the "
+        "model each sends, the same on every backend.",
+    )
     output: OutputConfig = Field(OutputConfig(), description="Where results go and what is kept.")
     compare: CompareConfig = Field(CompareConfig(), description="How runs are compared with the reference run.")
     runs: list[RunConfig] = Field(
@@ -220,6 +226,18 @@ class ExperimentConfig(_Strict):
             raise ValueError(
                 f"training.strategy.num_selected: {strategy.num_selected} is more than the {sampled} clients a round"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _attackers_are_clients(self) -> ExperimentConfig:
+        if self.attack is None:
+            return self
+        clients = self.attack.clients
+        strangers = [c for c in clients if c >= self.clients]
+        if strangers:
+            raise ValueError(f"attack.clients: {strangers[0]} is not a client (0..{self.clients - 1})")
+        if len(set(clients)) != len(clients):
+            raise ValueError(f"attack.clients: {sorted(c for c in set(clients) if clients.count(c) > 1)[0]} twice")
         return self
 
     @model_validator(mode="after")
