@@ -15,7 +15,7 @@ Every rule returns each parameter with the global model's dtype and shape, 0-d a
   Algorithm 2).
 - SCAFFOLD (Karimireddy et al., 2020, "SCAFFOLD: Stochastic Controlled Averaging for Federated
   Learning", Algorithm 1; its clients: :mod:`fltest.control_variates`).
-- The robust aggregators, FedMedian, FedTrimmedAvg, Krum and Multi-Krum: :mod:`fltest.robust_aggregation`.
+- The robust aggregators, FedMedian, FedTrimmedAvg, Krum, Multi-Krum and Bulyan: :mod:`fltest.robust_aggregation`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from fltest.config.strategies import (
+    BulyanStrategy,
     FedAdagradStrategy,
     FedAdamStrategy,
     FedAvgMStrategy,
@@ -38,7 +39,7 @@ from fltest.config.strategies import (
 )
 from fltest.fedavg import ClientUpdate, aggregate
 from fltest.params import Params, shaped_like
-from fltest.robust_aggregation import CoordinateMedian, KrumSelection, TrimmedMean
+from fltest.robust_aggregation import Bulyan, CoordinateMedian, KrumSelection, TrimmedMean
 
 
 class ServerUpdate(Protocol):
@@ -178,4 +179,6 @@ def server_update(strategy: StrategyConfig, num_clients: int) -> ServerUpdate:
         return TrimmedMean(strategy)
     if isinstance(strategy, KrumStrategy):
         return KrumSelection(strategy)
+    if isinstance(strategy, BulyanStrategy):
+        return Bulyan(strategy)
     return WeightedAverage()

@@ -314,6 +314,31 @@ def test_flower_s_multikrum_weights_the_models_it_selects_by_examples_as_its_cod
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, flower)) <= 1e-12, server_round
 
 
+@pytest.mark.ray
+def test_flower_s_bulyan_sums_in_another_order_and_stays_within_1e_15(tmp_path, monkeypatch):
+    """Flower 1.42's Bulyan (``flwr/serverapp/strategy/bulyan.py``), f = 0 and 3 clients a round: it chooses every model,
+    as the paper does, then averages the values closest to the median in the order ``np.argpartition`` leaves them,
+    not in partition order. So it is within 1e-15 of the reference from round 1, not bit for bit; every Flower round,
+    from Flower's previous global model, is that order's mean exactly."""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    config = _config("flower-bulyan", "bulyan", FLOWER)
+    row = _row(run_experiment(config, tmp_path), "flower")
+    assert row["status"] == "completed" and row["first_divergent_round"] is None, row
+    assert 0 < max(row["param_diff_per_round"]) <= 1e-15, row  # measured: 1.1e-16 to 2.2e-16
+    run_dir, shards = tmp_path / config.name / "flower", prepare(config)
+    rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for server_round in range(1, ROUNDS + 1):
+        x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
+        updates = _client_updates(config, shards, rounds[server_round]["clients"], server_round, x)
+        expected = []
+        for i in range(len(x)):
+            values = np.stack([u.params[i] for u in updates])
+            closest = np.argpartition(np.abs(values - np.median(values, axis=0)), len(updates) - 1, axis=0)
+            expected.append(np.mean(np.take_along_axis(values, closest, axis=0), axis=0))
+        flower = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
+        assert all(np.array_equal(a, b) for a, b in zip(expected, flower)), server_round
+
+
 @pytest.mark.nvflare
 @pytest.mark.parametrize("name", ROBUST)
 def test_nvflare_has_no_robust_aggregation_and_its_run_says_so(tmp_path, name):

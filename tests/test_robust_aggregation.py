@@ -11,6 +11,7 @@ import pytest
 
 from fltest.config.schema import TrainingConfig
 from fltest.fedavg import ClientUpdate
+from fltest.robust_aggregation import Bulyan
 from fltest.server_update import server_update
 
 MODELS = (0.0, 1.0, 2.0, 10.0)
@@ -55,3 +56,15 @@ def test_multikrum_averages_the_m_best_scored_models_unweighted():
     """Scores 5, 2, 5, 145: the best is client 1, then clients 0 and 2 tie and the lower partition is taken."""
     assert _aggregate({"name": "multikrum", "num_selected": 2}) == 0.5  # (0 + 1) / 2
     assert _aggregate({"name": "multikrum", "num_selected": 3}) == 1.0  # (0 + 1 + 2) / 3
+
+
+def test_bulyan_chooses_n_minus_2f_models_by_krum_one_at_a_time_then_trims_around_their_median():
+    """Seven clients, 0, 1, 2, 3, 4, 100 and -50, f = 1. Krum over all seven (4 nearest) picks 2 (score 1+1+4+4);
+    over the six left (3 nearest) 1 and 3 tie at 14, 1 is taken; over five (2 nearest) 3 (1 + 9); over four (1
+    nearest) 0 and 4 tie at 16, 0 is taken; over three, 4 and -50 tie at 2916, 4 is taken. So θ = 5 models, 0 to 4;
+    each coordinate is the mean of the β = 3 closest to their median, 2: (1 + 2 + 3) / 3 = 2."""
+    models = (0.0, 1.0, 2.0, 3.0, 4.0, 100.0, -50.0)
+    strategy = TrainingConfig(rounds=1, local_epochs=1, strategy={"name": "bulyan", "num_malicious": 1}).strategy
+    updates = [ClientUpdate(k, [np.array([m])], 1) for k, m in enumerate(models)]
+    assert Bulyan(strategy).chosen(updates) == [0, 1, 2, 3, 4]
+    assert float(server_update(strategy, 7).apply([np.array([5.0])], updates)[0][0]) == 2.0

@@ -197,6 +197,10 @@ def test_the_built_in_model_adds_scaffold_s_correction_to_every_gradient():
         ({"name": "krum", "num_malicious": 4}, "training.strategy.num_malicious: 4 needs at least 11 clients a round"),
         ({"name": "multikrum"}, "training.strategy.multikrum.num_selected"),
         ({"name": "multikrum", "num_selected": 11}, "training.strategy.num_selected: 11 is more than the 10 clients"),
+        (
+            {"name": "bulyan", "num_malicious": 2},
+            "training.strategy.num_malicious: 2 needs at least 11 clients a round",
+        ),
     ],
 )
 def test_a_bad_strategy_is_one_line_naming_the_file_and_field_and_exit_2(tmp_path, strategy, field):

@@ -11,6 +11,7 @@ from fltest.config.attacks import AttackConfig
 from fltest.config.partitions import IidPartition, PartitionConfig
 from fltest.config.runs import RUN_NAME_PATTERN, RunConfig
 from fltest.config.strategies import (
+    BulyanStrategy,
     FedAvgStrategy,
     KrumStrategy,
     MultiKrumStrategy,
@@ -212,15 +213,16 @@ class ExperimentConfig(_Strict):
     @model_validator(mode="after")
     def _enough_clients_for_krum(self) -> ExperimentConfig:
         strategy = self.training.strategy
-        if not isinstance(strategy, KrumStrategy):
+        if not isinstance(strategy, KrumStrategy | BulyanStrategy):
             return self
         sampled = clients_per_round(self.clients, self.training.fraction_fit)
-        needed = 2 * strategy.num_malicious + 3
+        bulyan = isinstance(strategy, BulyanStrategy)
+        needed = (4 if bulyan else 2) * strategy.num_malicious + 3
         if sampled < needed:
             raise ValueError(
                 f"training.strategy.num_malicious: {strategy.num_malicious} needs at least {needed} clients a round "
-                f"(more than 2f + 2), and {sampled} train (clients {self.clients}, fraction_fit "
-                f"{self.training.fraction_fit:g})"
+                f"({'4f + 3' if bulyan else 'more than 2f + 2'}), and {sampled} train (clients {self.clients}, "
+                f"fraction_fit {self.training.fraction_fit:g})"
             )
         if isinstance(strategy, MultiKrumStrategy) and strategy.num_selected > sampled:
             raise ValueError(

@@ -24,9 +24,10 @@ STRATEGIES = (
     "fedtrimmedavg",
     "krum",
     "multikrum",
+    "bulyan",
 )
 #: The robust aggregators: the global model is a statistic of the clients' models that few outliers can move.
-ROBUST = ("fedmedian", "fedtrimmedavg", "krum", "multikrum")
+ROBUST = ("fedmedian", "fedtrimmedavg", "krum", "multikrum", "bulyan")
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 Decay = Annotated[float, Field(ge=0, lt=1)]
@@ -142,6 +143,16 @@ class MultiKrumStrategy(KrumStrategy):
     num_selected: StrictPositiveInt = Field(description="m: the client models averaged (required).")
 
 
+class BulyanStrategy(_Strategy):
+    """Bulyan (El Mhamdi et al., 2018): ``n - 2f`` models chosen by Krum one at a time, then, for each parameter, the
+    mean of the ``n - 4f`` chosen values closest to their median."""
+
+    name: Literal["bulyan"] = Field(description=NAME)
+    num_malicious: StrictNonNegativeInt = Field(
+        0, description="f: the malicious clients Bulyan tolerates (the clients a round need be at least 4f + 3)."
+    )
+
+
 StrategyConfig = Annotated[
     FedAvgStrategy
     | FedProxStrategy
@@ -153,7 +164,8 @@ StrategyConfig = Annotated[
     | FedMedianStrategy
     | FedTrimmedAvgStrategy
     | KrumStrategy
-    | MultiKrumStrategy,
+    | MultiKrumStrategy
+    | BulyanStrategy,
     Field(discriminator="name"),
 ]
 

@@ -15,6 +15,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.common.constant import HEARTBEAT_PATIENCE, ErrorCode
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import (
+    Bulyan,
     FedAdagrad,
     FedAdam,
     FedAvg,
@@ -30,6 +31,7 @@ from flwr.serverapp.strategy import (
 from fltest.backends.flwr.client_app import HOST_KEY, partition_of
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
 from fltest.config.strategies import (
+    BulyanStrategy,
     FedAdagradStrategy,
     FedAdamStrategy,
     FedAvgMStrategy,
@@ -297,6 +299,10 @@ class SelectedMultiKrum(SelectedPartitions, MultiKrum):
     """Flower's MultiKrum on FLTest's selection."""
 
 
+class SelectedBulyan(SelectedPartitions, Bulyan):
+    """Flower's Bulyan on FLTest's selection."""
+
+
 def flower_strategy(
     strategy: StrategyConfig,
     node_ids: list[int],
@@ -339,4 +345,6 @@ def flower_strategy(
         )
     if isinstance(strategy, KrumStrategy):
         return SelectedKrum(*selection, num_malicious_nodes=strategy.num_malicious)
+    if isinstance(strategy, BulyanStrategy):
+        return SelectedBulyan(*selection, num_malicious_nodes=strategy.num_malicious)
     return SelectedFedAvg(*selection)

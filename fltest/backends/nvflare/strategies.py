@@ -3,7 +3,7 @@
 - FedAvg, FedProx: its FedAvg workflow (FedProx: ``fedprox_mu``, which it sends its clients).
 - FedAvgM, FedAdagrad, FedAdam: its PyTorch FedOpt controller (:mod:`fltest.backends.nvflare.fedopt`), for a
   model built with ``TorchClassifier`` (FedOpt steps a ``torch.optim`` optimizer over the network).
-- FedYogi, FedMedian, FedTrimmedAvg, Krum, Multi-Krum: none.
+- FedYogi, FedMedian, FedTrimmedAvg, Krum, Multi-Krum, Bulyan: none.
 - SCAFFOLD: its Scaffold workflow (``nvflare.app_common.workflows.scaffold``, framework-agnostic: it averages
   the models and the control variates' changes the clients send), for any model; FLTest's clients take the
   control-variate steps (:mod:`fltest.control_variates`, option II, as NVFlare's ``PTScaffoldHelper``).
