@@ -15,12 +15,15 @@ import numpy as np
 from fltest.attacks import attacked
 from fltest.blas_threads import one_blas_thread
 from fltest.config.schema import ExperimentConfig, clients_per_round
-from fltest.config.strategies import FedAvgStrategy, FedProxStrategy
+from fltest.config.strategies import FedAvgStrategy, FedProxStrategy, QFedAvgStrategy
 from fltest.hooks import Hooks, Metrics, check_metrics
 from fltest.model import Model, load_model
 from fltest.model.contract import CORRECTION
 from fltest.model.load import naming_the_model, trained_params
 from fltest.params import Params
+
+#: The metric a client of a q-FedAvg run reports: its loss under the round's global model, before it trains.
+LOSS_BEFORE_TRAINING = "loss_before_training"
 
 
 def select_clients(num_clients: int, fraction: float, seed: int, server_round: int) -> list[int]:
@@ -75,13 +78,17 @@ def client_update(
         if replaced is not None:
             x, y = replaced
     model, where = load_model(config.model), f"on client {partition_id} in round {server_round}"
+    before: Metrics = {}
+    if isinstance(config.training.strategy, QFedAvgStrategy):  # q-FedAvg weighs a client by F_k(w_t)
+        with naming_the_model(model, "evaluate", where), one_blas_thread():
+            before[LOSS_BEFORE_TRAINING] = float(model.evaluate(params, x, y).loss)
     with naming_the_model(model, "train", where), one_blas_thread():
         seed = client_seed(config.seed, server_round, partition_id)
         result = model.train(
             params, x, y, config.training, seed, **({} if correction is None else {CORRECTION: correction})
         )
     trained = trained_params(model, result.params, params, where)
-    metrics: Metrics = check_metrics("the model's train", result.metrics)
+    metrics: Metrics = check_metrics("the model's train", result.metrics) | before
     if hooks.after_local_training is not None:
         extra = hooks.after_local_training(partition_id, server_round, params, trained)
         metrics.update(check_metrics("hook after_local_training", extra))

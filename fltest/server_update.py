@@ -16,6 +16,7 @@ Every rule returns each parameter with the global model's dtype and shape, 0-d a
 - SCAFFOLD (Karimireddy et al., 2020, "SCAFFOLD: Stochastic Controlled Averaging for Federated
   Learning", Algorithm 1; its clients: :mod:`fltest.control_variates`).
 - The robust aggregators, FedMedian, FedTrimmedAvg, Krum, Multi-Krum and Bulyan: :mod:`fltest.robust_aggregation`.
+- q-FedAvg (Li et al., 2020): :mod:`fltest.fair_averaging`.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ from fltest.config.strategies import (
     FedTrimmedAvgStrategy,
     FedYogiStrategy,
     KrumStrategy,
+    QFedAvgStrategy,
     ScaffoldStrategy,
     StrategyConfig,
 )
+from fltest.fair_averaging import QFairAveraging
 from fltest.fedavg import ClientUpdate, aggregate
 from fltest.params import Params, shaped_like
 from fltest.robust_aggregation import Bulyan, CoordinateMedian, KrumSelection, TrimmedMean
@@ -165,8 +168,13 @@ class ControlledAveraging:
         return shaped_like(steps, global_params)
 
 
-def server_update(strategy: StrategyConfig, num_clients: int) -> ServerUpdate:
-    """The reference's server step for ``strategy`` over ``num_clients`` clients, with fresh state."""
+def server_update(strategy: StrategyConfig, num_clients: int, learning_rate: float | None = None) -> ServerUpdate:
+    """The reference's server step for ``strategy`` over ``num_clients`` clients, with fresh state (q-FedAvg also
+    needs the clients' ``learning_rate``)."""
+    if isinstance(strategy, QFedAvgStrategy):
+        if learning_rate is None:
+            raise ValueError("q-FedAvg: the clients' learning rate is needed (L = 1 / learning_rate)")
+        return QFairAveraging(strategy, learning_rate)
     if isinstance(strategy, ScaffoldStrategy):
         return ControlledAveraging(strategy, num_clients)
     if isinstance(strategy, FedAvgMStrategy):

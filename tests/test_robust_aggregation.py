@@ -1,4 +1,4 @@
-"""The reference's robust aggregators against hand computations: one parameter, four clients, one round.
+"""The reference's robust aggregators and q-FedAvg against hand computations: one parameter, a few clients, one round.
 
 The clients' models are 0, 1, 2 and 10 (client 3 an outlier), with 1, 1, 1 and 97 examples, so that a weighted
 average would follow the outlier; every expected value is worked out from the papers' definitions by hand.
@@ -9,10 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fltest.config.schema import TrainingConfig
-from fltest.fedavg import ClientUpdate
+from fltest.config.schema import ExperimentConfig, TrainingConfig
+from fltest.fedavg import LOSS_BEFORE_TRAINING, ClientUpdate, client_update
+from fltest.hooks import Hooks
+from fltest.model import load_model
 from fltest.robust_aggregation import Bulyan
 from fltest.server_update import server_update
+from tests.conftest import base_config
 
 MODELS = (0.0, 1.0, 2.0, 10.0)
 EXAMPLES = (1, 1, 1, 97)
@@ -68,3 +71,33 @@ def test_bulyan_chooses_n_minus_2f_models_by_krum_one_at_a_time_then_trims_aroun
     updates = [ClientUpdate(k, [np.array([m])], 1) for k, m in enumerate(models)]
     assert Bulyan(strategy).chosen(updates) == [0, 1, 2, 3, 4]
     assert float(server_update(strategy, 7).apply([np.array([5.0])], updates)[0][0]) == 2.0
+
+
+def _q_fedavg(q: float) -> float:
+    """w_t = 1, learning rate 0.5 (L = 2); client 0 sends 2 with loss 4 before training, client 1 sends 0 with loss 1."""
+    strategy = TrainingConfig(rounds=1, local_epochs=1, strategy={"name": "qfedavg", "q": q}).strategy
+    updates = [
+        ClientUpdate(0, [np.array([2.0])], 10, {LOSS_BEFORE_TRAINING: 4.0}),
+        ClientUpdate(1, [np.array([0.0])], 90, {LOSS_BEFORE_TRAINING: 1.0}),
+    ]
+    return float(server_update(strategy, 2, learning_rate=0.5).apply([np.array([1.0])], updates)[0][0])
+
+
+def test_q_fedavg_moves_towards_the_client_of_the_higher_loss():
+    """q = 0.5: Δw = 2(1 - 2) = -2 and 2(1 - 0) = 2; Δ = √4·(-2) = -4 and 1·2 = 2; h = 0.5·4^-0.5·4 + 2·√4 = 5 and
+    0.5·1·4 + 2·1 = 4; w = 1 - (-4 + 2) / (5 + 4) = 11/9. q = 0: Δ = Δw, h = L: the plain mean, 1."""
+    assert _q_fedavg(0.5) == pytest.approx(11 / 9, abs=1e-15)
+    assert _q_fedavg(0.0) == 1.0
+
+
+def test_a_q_fedavg_client_reports_its_loss_before_training_and_no_other_client_does():
+    rng = np.random.default_rng(0)
+    x, y = rng.random((30, 64)), rng.integers(0, 10, 30)
+    params = [rng.normal(size=(64, 10)), np.zeros(10)]
+    reported = {}
+    for strategy in ("qfedavg", "fedavg"):
+        training = {"rounds": 1, "local_epochs": 1, "learning_rate": 0.5, "strategy": strategy}
+        config = ExperimentConfig.model_validate(base_config() | {"hooks": None, "training": training})
+        reported[strategy] = client_update(config, Hooks(), 0, 1, params, x, y).metrics.get(LOSS_BEFORE_TRAINING)
+    assert reported["fedavg"] is None
+    assert reported["qfedavg"] == pytest.approx(load_model(config.model).evaluate(params, x, y).loss, rel=1e-12)

@@ -25,7 +25,7 @@ class ReferenceBackend(Backend):
         client_data = [shards.client_arrays(i) for i in range(shards.num_clients)]
         job.progress.setup_done()
         params = job.initial_params
-        server = server_update(config.training.strategy, shards.num_clients)
+        server = server_update(config.training.strategy, shards.num_clients, config.training.learning_rate)
         controls = [ClientControl() for _ in range(shards.num_clients)]  # SCAFFOLD's c_i, kept on each client
         for server_round in range(1, config.training.rounds + 1):
             selected = select_clients(shards.num_clients, config.training.fraction_fit, config.seed, server_round)

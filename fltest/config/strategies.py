@@ -25,6 +25,7 @@ STRATEGIES = (
     "krum",
     "multikrum",
     "bulyan",
+    "qfedavg",
 )
 #: The robust aggregators: the global model is a statistic of the clients' models that few outliers can move.
 ROBUST = ("fedmedian", "fedtrimmedavg", "krum", "multikrum", "bulyan")
@@ -153,6 +154,14 @@ class BulyanStrategy(_Strategy):
     )
 
 
+class QFedAvgStrategy(_Strategy):
+    """q-FedAvg (Li, Sanjabi, Beirami and Smith, 2020, "Fair Resource Allocation in Federated Learning", Algorithm 2):
+    clients of a higher loss weigh more, by ``F_k(w_t)^q``; the clients' step size is ``1/L = learning_rate``."""
+
+    name: Literal["qfedavg"] = Field(description=NAME)
+    q: float = Field(0.1, ge=0, description="q: the fairness; 0 weighs every client alike, larger favours the worst.")
+
+
 StrategyConfig = Annotated[
     FedAvgStrategy
     | FedProxStrategy
@@ -165,7 +174,8 @@ StrategyConfig = Annotated[
     | FedTrimmedAvgStrategy
     | KrumStrategy
     | MultiKrumStrategy
-    | BulyanStrategy,
+    | BulyanStrategy
+    | QFedAvgStrategy,
     Field(discriminator="name"),
 ]
 

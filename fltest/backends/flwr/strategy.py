@@ -26,10 +26,12 @@ from flwr.serverapp.strategy import (
     FedYogi,
     Krum,
     MultiKrum,
+    QFedAvg,
 )
 
 from fltest.backends.flwr.client_app import HOST_KEY, partition_of
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
+from fltest.config.schema import TrainingConfig
 from fltest.config.strategies import (
     BulyanStrategy,
     FedAdagradStrategy,
@@ -41,10 +43,10 @@ from fltest.config.strategies import (
     FedYogiStrategy,
     KrumStrategy,
     MultiKrumStrategy,
-    StrategyConfig,
+    QFedAvgStrategy,
 )
 from fltest.errors import RunFailed
-from fltest.fedavg import select_clients
+from fltest.fedavg import LOSS_BEFORE_TRAINING, select_clients
 
 #: How long a server asks a node that failed round 1 which partition it holds, before it names it by its id.
 NAMING_QUERY_S = 15.0
@@ -303,8 +305,12 @@ class SelectedBulyan(SelectedPartitions, Bulyan):
     """Flower's Bulyan on FLTest's selection."""
 
 
+class SelectedQFedAvg(SelectedPartitions, QFedAvg):
+    """Flower's QFedAvg on FLTest's selection."""
+
+
 def flower_strategy(
-    strategy: StrategyConfig,
+    training: TrainingConfig,
     node_ids: list[int],
     node_to_partition: dict[int, int] | None,
     seed: int,
@@ -312,11 +318,14 @@ def flower_strategy(
     node_label: str | None = None,
     node_hosts: Mapping[int, str] | None = None,
 ) -> SelectedPartitions:
-    """Flower's own class for ``strategy``, given the experiment's parameters under Flower's names
+    """Flower's own class for ``training.strategy``, given the experiment's parameters under Flower's names
     (the other arguments: :class:`SelectedPartitions`).
 
-    Flower's FedAdagrad takes no ``beta_1`` (it keeps no momentum): the config's is not used there.
+    Flower's FedAdagrad takes no ``beta_1`` (it keeps no momentum): the config's is not used there. Its QFedAvg gets
+    the clients' learning rate and reads each client's loss before training (the paper's ``F_k(w_t)``), not the
+    training loss it reads by default.
     """
+    strategy = training.strategy
     selection = (node_ids, node_to_partition, seed, fraction, node_label, node_hosts)
     if isinstance(strategy, FedProxStrategy):
         return SelectedFedProx(*selection, proximal_mu=strategy.mu)
@@ -347,4 +356,11 @@ def flower_strategy(
         return SelectedKrum(*selection, num_malicious_nodes=strategy.num_malicious)
     if isinstance(strategy, BulyanStrategy):
         return SelectedBulyan(*selection, num_malicious_nodes=strategy.num_malicious)
+    if isinstance(strategy, QFedAvgStrategy):
+        return SelectedQFedAvg(
+            *selection,
+            client_learning_rate=training.learning_rate,
+            q=strategy.q,
+            train_loss_key=LOSS_BEFORE_TRAINING,
+        )
     return SelectedFedAvg(*selection)

@@ -3,7 +3,7 @@
 - FedAvg, FedProx: its FedAvg workflow (FedProx: ``fedprox_mu``, which it sends its clients).
 - FedAvgM, FedAdagrad, FedAdam: its PyTorch FedOpt controller (:mod:`fltest.backends.nvflare.fedopt`), for a
   model built with ``TorchClassifier`` (FedOpt steps a ``torch.optim`` optimizer over the network).
-- FedYogi, FedMedian, FedTrimmedAvg, Krum, Multi-Krum, Bulyan: none.
+- FedYogi, FedMedian, FedTrimmedAvg, Krum, Multi-Krum, Bulyan, q-FedAvg: none.
 - SCAFFOLD: its Scaffold workflow (``nvflare.app_common.workflows.scaffold``, framework-agnostic: it averages
   the models and the control variates' changes the clients send), for any model; FLTest's clients take the
   control-variate steps (:mod:`fltest.control_variates`, option II, as NVFlare's ``PTScaffoldHelper``).
@@ -23,6 +23,7 @@ from fltest.config.strategies import (
     FedAdamStrategy,
     FedAvgMStrategy,
     FedYogiStrategy,
+    QFedAvgStrategy,
     ScaffoldStrategy,
     StrategyConfig,
 )
@@ -33,6 +34,10 @@ NO_FEDYOGI = (
 NO_ROBUST_AGGREGATION = (
     "NVFlare 2.9 has no {strategy}: its aggregators (nvflare.app_common.aggregators) sum the clients' updates, "
     "weighted; none takes a median, a trimmed mean or a Krum selection"
+)
+NO_QFEDAVG = (
+    "NVFlare 2.9 has no q-FedAvg: its aggregators weigh a client by a number it sends, not by its loss to a power "
+    "q, and no controller takes q-FFL's step"
 )
 FEDOPT_NEEDS_TORCH = (
     "NVFlare 2.9 has {strategy} only in its PyTorch FedOpt controller (nvflare.app_opt.pt.fedopt_ctl.FedOpt), which "
@@ -80,6 +85,8 @@ def unsupported(config: ExperimentConfig) -> str | None:
     strategy = config.training.strategy
     if isinstance(strategy, FedYogiStrategy):
         return NO_FEDYOGI
+    if isinstance(strategy, QFedAvgStrategy):
+        return NO_QFEDAVG
     if strategy.name in ROBUST:
         return NO_ROBUST_AGGREGATION.format(strategy=strategy.name)
     optimizer = server_optimizer(strategy)
