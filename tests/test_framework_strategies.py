@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,20 +131,26 @@ def test_flower_s_adaptive_strategies_diverge_from_the_paper_as_their_code_says(
     assert row["status"] == "completed" and row["first_divergent_round"] == 1, row
     assert all(difference > 1e-3 for difference in row["param_diff_per_round"]), row  # measured: 0.01 to 0.2
     # Every Flower round, from Flower's own previous global model, is Flower's coded rule to the last bits.
-    run_dir, shards = tmp_path / config.name / "flower", prepare(config)
-    rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     state: dict = {}
-    for server_round in range(1, ROUNDS + 1):
-        x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
-        updates = _client_updates(config, shards, rounds[server_round]["clients"], server_round, x)
+    for server_round, x, updates, flower in _each_flower_round(config, tmp_path):
         expected = _flower_rule(name, config.training.strategy, x, updates, state, server_round)
-        flower = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, flower)) <= 1e-12, server_round
 
 
 def _client_updates(config: ExperimentConfig, shards: ShardSet, clients: list[int], server_round: int, x):
     hooks = load_hooks(config.hooks)
     return [client_update(config, hooks, pid, server_round, x, *shards.client_arrays(pid)) for pid in clients]
+
+
+def _each_flower_round(config: ExperimentConfig, experiments: Path):
+    """Each round of the Flower run of ``config`` under ``experiments``: its number, Flower's global model before it, the
+    clients' updates from that model, Flower's global model after it."""
+    run_dir, shards = experiments / config.name / "flower", prepare(config)
+    rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for server_round in range(1, ROUNDS + 1):
+        x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
+        updates = _client_updates(config, shards, rounds[server_round]["clients"], server_round, x)
+        yield server_round, x, updates, load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
 
 
 @pytest.mark.nvflare
@@ -301,16 +308,11 @@ def test_flower_s_multikrum_weights_the_models_it_selects_by_examples_as_its_cod
     row = _row(comparison, "flower")
     assert row["status"] == "completed" and row["first_divergent_round"] == 1, row
     assert all(difference > 1e-3 for difference in row["param_diff_per_round"]), row  # measured: 0.03 to 0.04
-    run_dir, shards = tmp_path / config.name / "flower", prepare(config)
-    rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     krum = KrumSelection(config.training.strategy)
-    for server_round in range(1, ROUNDS + 1):
-        x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
-        updates = _client_updates(config, shards, rounds[server_round]["clients"], server_round, x)
+    for server_round, x, updates, flower in _each_flower_round(config, tmp_path):
         chosen = [updates[k] for k in np.argsort(krum.scores(updates), kind="stable")[:2]]
         total = sum(u.num_examples for u in chosen)
         expected = [sum(u.params[i] * (u.num_examples / total) for u in chosen) for i in range(len(x))]
-        flower = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(expected, flower)) <= 1e-12, server_round
 
 
@@ -325,17 +327,12 @@ def test_flower_s_bulyan_sums_in_another_order_and_stays_within_1e_15(tmp_path, 
     row = _row(run_experiment(config, tmp_path), "flower")
     assert row["status"] == "completed" and row["first_divergent_round"] is None, row
     assert 0 < max(row["param_diff_per_round"]) <= 1e-15, row  # measured: 1.1e-16 to 2.2e-16
-    run_dir, shards = tmp_path / config.name / "flower", prepare(config)
-    rounds = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    for server_round in range(1, ROUNDS + 1):
-        x = load_params(run_dir / "models" / f"round-{server_round - 1:04d}.npz")
-        updates = _client_updates(config, shards, rounds[server_round]["clients"], server_round, x)
+    for server_round, x, updates, flower in _each_flower_round(config, tmp_path):
         expected = []
         for i in range(len(x)):
             values = np.stack([u.params[i] for u in updates])
             closest = np.argpartition(np.abs(values - np.median(values, axis=0)), len(updates) - 1, axis=0)
             expected.append(np.mean(np.take_along_axis(values, closest, axis=0), axis=0))
-        flower = load_params(run_dir / "models" / f"round-{server_round:04d}.npz")
         assert all(np.array_equal(a, b) for a, b in zip(expected, flower)), server_round
 
 
