@@ -11,26 +11,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Before anything imports `datasets`: keep the test session's cache out of the user's
-# (a folder of this session's own, removed when it ends, unless HF_HOME was given).
-SESSION_HF_HOME = None if "HF_HOME" in os.environ else tempfile.mkdtemp(prefix="fltest-hf-")
-if SESSION_HF_HOME:
-    os.environ["HF_HOME"] = SESSION_HF_HOME
-# Likewise Ray's session folders (logs, sockets) of the private and local clusters the tests start:
-# in a folder of this session's own instead of the shared <tmp>/ray (kept short: Ray's socket paths
-# must stay under 108 bytes).
-SESSION_RAY_TMPDIR = None if "RAY_TMPDIR" in os.environ else tempfile.mkdtemp(prefix="fltest-ray-")
-if SESSION_RAY_TMPDIR:
-    os.environ["RAY_TMPDIR"] = SESSION_RAY_TMPDIR
-# Likewise PyTorch's compile cache, which torch makes as <tmp>/torchinductor_<user> even for a model
-# that never compiles (the torch tier).
-SESSION_TORCH_CACHE = None if "TORCHINDUCTOR_CACHE_DIR" in os.environ else tempfile.mkdtemp(prefix="fltest-torch-")
-if SESSION_TORCH_CACHE:
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = SESSION_TORCH_CACHE
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import pytest
+import yaml
 
-import pytest  # noqa: E402
-import yaml  # noqa: E402
+# The session's own folders, made in pytest_configure (before collection imports `datasets`, Ray or PyTorch), not
+# when this module is imported: a script that imports a test module outside pytest leaves nothing in /tmp.
+#  - HF_HOME: the Hugging Face cache, kept out of the user's;
+#  - RAY_TMPDIR: Ray's session folders (logs, sockets) of the private and local clusters the tests start, instead of
+#    the shared <tmp>/ray (kept short: Ray's socket paths must stay under 108 bytes);
+#  - TORCHINDUCTOR_CACHE_DIR: PyTorch's compile cache, which torch makes as <tmp>/torchinductor_<user> even for a
+#    model that never compiles (the torch tier).
+# A variable given already is left as it is (and its folder is not removed).
+SESSION_FOLDERS = {"HF_HOME": "fltest-hf-", "RAY_TMPDIR": "fltest-ray-", "TORCHINDUCTOR_CACHE_DIR": "fltest-torch-"}
+_made: list[str] = []
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest_plugins = ["tests.no_skip_in_ci"]  # in CI a skip fails
 
@@ -38,11 +32,18 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "digits.yaml"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the session its own Hugging Face cache, Ray and PyTorch folders (:data:`SESSION_FOLDERS`)."""
+    for variable, prefix in SESSION_FOLDERS.items():
+        if variable not in os.environ:
+            os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+            _made.append(os.environ[variable])
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Remove the session's own Hugging Face cache, Ray and PyTorch folders: the tests leave nothing in /tmp."""
-    for folder in (SESSION_HF_HOME, SESSION_RAY_TMPDIR, SESSION_TORCH_CACHE):
-        if folder:
-            shutil.rmtree(folder, ignore_errors=True)
+    """Remove the folders :func:`pytest_configure` made: the tests leave nothing in /tmp."""
+    for folder in _made:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def failing_round_seconds(run_dir: Path) -> float:

@@ -41,6 +41,19 @@ def test_a_test_session_removes_its_hugging_face_cache(tmp_path):
     assert [p.name for p in temp.iterdir() if not p.name.startswith("pytest-of-")] == []
 
 
+def test_a_script_that_imports_a_test_module_makes_no_session_folder(tmp_path):
+    """Outside pytest nothing removes them: a probe script importing tests/test_framework_strategies.py left the Hugging
+    Face, Ray and PyTorch folders of a session that never ran in /tmp (2026-12-07)."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HF_HOME", "RAY_TMPDIR", "TORCHINDUCTOR_CACHE_DIR")
+    }
+    env["TMPDIR"] = str(tmp_path)
+    subprocess.run([sys.executable, "-c", "import tests.conftest"], cwd=REPO, env=env, check=True, timeout=120)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.ray
 def test_a_test_session_removes_the_ray_folders_it_made():
     temp = Path(
