@@ -7,6 +7,7 @@ import pickle
 import datasets
 import numpy as np
 import pytest
+import yaml
 
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shard_cache import cache_key, prepare_shards
@@ -279,3 +280,32 @@ def test_max_samples_caps_the_rows_read(fresh_cache):
     shards, _ = prepare_shards(_config(dataset__max_samples=500))
     assert sum(shards.client_sizes) + shards.test_size == 500
     assert shards.test_size == 100  # test_fraction 0.2 of the 500
+
+
+def test_a_disk_that_fills_while_shards_are_written_is_one_line_naming_the_cache_and_nothing_is_left(
+    fresh_cache, monkeypatch, capsys
+):
+    """The Ray head's 64 MB home once held the datasets cache: a CIFAR-sized set ended with a traceback of the datasets
+    library. Here the save fails as a full disk does (ENOSPC): ``fltest prepare`` says where in one line, exit 1."""
+    import errno
+
+    from fltest import cli
+    from fltest.data import shards as shard_writer
+
+    def full_disk(staging, *args, **kwargs):  # the first client's shard half-written, then the disk is full
+        (staging / "clients" / "00000").mkdir(parents=True)
+        (staging / "clients" / "00000" / "data-00000-of-00001.arrow").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shard_writer, "_write_shards", full_disk)
+    config = base_config() | {"hooks": None}
+    path = fresh_cache.parent / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    capsys.readouterr()
+    assert cli.main(["prepare", str(path)]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [
+        f"fltest: error: the shards of 10 clients do not fit in {fresh_cache / 'fltest-shards'}: no space left on that "
+        "device (set HF_DATASETS_CACHE to a folder on a larger one)"
+    ], error
+    assert list((fresh_cache / "fltest-shards").iterdir()) == []  # no half-written set
