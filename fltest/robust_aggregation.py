@@ -53,16 +53,16 @@ class TrimmedMean:
         return shaped_like(means, global_params)
 
 
-def _vectors(updates: Sequence[ClientUpdate]) -> np.ndarray:
-    """Each update's parameters as one vector, one row a client."""
-    return np.stack([np.concatenate([np.ravel(p) for p in update.params]) for update in updates])
+def _distances(updates: Sequence[ClientUpdate]) -> np.ndarray:
+    """The squared Euclidean distance between every two updates' models (all their parameters, one vector each)."""
+    vectors = [np.concatenate([np.ravel(p) for p in update.params]) for update in updates]
+    return np.array([[float(np.sum((v - w) ** 2)) for w in vectors] for v in vectors])
 
 
-def krum_scores(vectors: np.ndarray, malicious: int) -> np.ndarray:
-    """Each vector's Krum score: its summed squared distance to its ``n - f - 2`` nearest others (at least one, and
-    none when it is alone)."""
-    count = len(vectors)
-    distances = np.array([[float(np.sum((v - w) ** 2)) for w in vectors] for v in vectors])
+def krum_scores(distances: np.ndarray, malicious: int) -> np.ndarray:
+    """Each model's Krum score from the models' squared distances: its summed distance to its ``n - f - 2`` nearest
+    others (at least one, and none when it is alone)."""
+    count = len(distances)
     nearest = min(max(1, count - malicious - 2), count - 1)
     return np.array([np.sort(np.delete(row, i))[:nearest].sum() for i, row in enumerate(distances)])
 
@@ -78,7 +78,7 @@ class KrumSelection:
 
     def scores(self, updates: Sequence[ClientUpdate]) -> np.ndarray:
         """Each update's Krum score, in the updates' order."""
-        return krum_scores(_vectors(updates), self.malicious)
+        return krum_scores(_distances(updates), self.malicious)
 
     def apply(self, global_params: Params, updates: Sequence[ClientUpdate]) -> Params:
         """The selected model (Krum) or the mean of the selected models (Multi-Krum), summed in partition order."""
@@ -98,10 +98,10 @@ class Bulyan:
 
     def chosen(self, updates: Sequence[ClientUpdate]) -> list[int]:
         """The indices of the ``θ`` models Krum chooses one after another, in partition order."""
-        left, vectors = list(range(len(updates))), _vectors(updates)
+        left, distances = list(range(len(updates))), _distances(updates)  # once: the rounds below take subsets
         chosen = []
         for _ in range(len(updates) - 2 * self.malicious):
-            best = left[int(np.argmin(krum_scores(vectors[left], self.malicious)))]
+            best = left[int(np.argmin(krum_scores(distances[np.ix_(left, left)], self.malicious)))]
             chosen.append(best)
             left.remove(best)
         return sorted(chosen)

@@ -67,7 +67,7 @@ def serve_rounds(
             mapping = None  # learnt from round 1, whose wait includes the clients' start
             grid.allow_once(deadlines.startup_s)
         sink.ready()
-        strategy = flower_strategy(training, node_ids, mapping, config.seed, training.fraction_fit, node_label, hosts)
+        strategy = flower_strategy(training, node_ids, mapping, config.seed, node_label, hosts)
 
         def report(server_round: int, arrays: ArrayRecord) -> None:
             if server_round > 0:

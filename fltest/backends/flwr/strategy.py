@@ -314,19 +314,18 @@ def flower_strategy(
     node_ids: list[int],
     node_to_partition: dict[int, int] | None,
     seed: int,
-    fraction: float,
     node_label: str | None = None,
     node_hosts: Mapping[int, str] | None = None,
 ) -> SelectedPartitions:
-    """Flower's own class for ``training.strategy``, given the experiment's parameters under Flower's names
-    (the other arguments: :class:`SelectedPartitions`).
+    """Flower's own class for ``training.strategy``, given the experiment's parameters under Flower's names, on the
+    selection ``training.fraction_fit`` and ``seed`` draw (the other arguments: :class:`SelectedPartitions`).
 
     Flower's FedAdagrad takes no ``beta_1`` (it keeps no momentum): the config's is not used there. Its QFedAvg gets
     the clients' learning rate and reads each client's loss before training (the paper's ``F_k(w_t)``), not the
     training loss it reads by default.
     """
     strategy = training.strategy
-    selection = (node_ids, node_to_partition, seed, fraction, node_label, node_hosts)
+    selection = (node_ids, node_to_partition, seed, training.fraction_fit, node_label, node_hosts)
     if isinstance(strategy, FedProxStrategy):
         return SelectedFedProx(*selection, proximal_mu=strategy.mu)
     if isinstance(strategy, FedAvgMStrategy):
