@@ -18,14 +18,19 @@ import numpy as np
 Params = list[np.ndarray]
 
 
+def parameter_key(position: int) -> str:
+    """The key of the parameter at ``position`` in :func:`keyed`'s mapping: ``p<position>``."""
+    return f"p{position}"
+
+
 def keyed(params: Params) -> dict[str, np.ndarray]:
     """``{"p0": params[0], "p1": params[1], ...}``, each array float64 (a float64 array is not copied)."""
-    return {f"p{i}": np.asarray(p, dtype=np.float64) for i, p in enumerate(params)}
+    return {parameter_key(i): np.asarray(p, dtype=np.float64) for i, p in enumerate(params)}
 
 
 def unkeyed(arrays: dict[str, Any]) -> Params:
     """The inverse of :func:`keyed`: the arrays of ``p0, p1, ...`` in that order, as float64."""
-    return [np.asarray(arrays[f"p{i}"], dtype=np.float64) for i in range(len(arrays))]
+    return [np.asarray(arrays[parameter_key(i)], dtype=np.float64) for i in range(len(arrays))]
 
 
 def shaped_like(values: list[Any], like: Params) -> Params:

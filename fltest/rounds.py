@@ -16,6 +16,20 @@ from fltest.params import Params
 
 
 @dataclass(frozen=True)
+class RoundPrivacy:
+    """What a private round (``training.privacy``) released: the clipping norm its clients' changes were clipped to,
+    the noise's standard deviation (measured on the model, and by the formula ``z·C/m`` with the values the framework
+    used), and the privacy spent so far (ε at ``delta``; ``None`` without noise, or where the framework has no
+    accountant)."""
+
+    clipping_norm: float
+    noise_std: float
+    noise_std_expected: float
+    epsilon: float | None
+    delta: float
+
+
+@dataclass(frozen=True)
 class RoundResult:
     """One finished round: the new global model, the partitions that trained, their averaged metrics; and, where the
     framework timed the round itself, how long it took (``round_s``)."""
@@ -27,6 +41,7 @@ class RoundResult:
     # Set where fltest learns of a round later than it ends: a Flower ServerApp's lines reach fltest through Flower's
     # log, uploaded every 0.2 s and streamed every 0.5 s. None: fltest times the round as its result arrives.
     round_s: float | None = None
+    privacy: RoundPrivacy | None = None  # a private run's round (``training.privacy``)
 
 
 class RunProgress(Protocol):

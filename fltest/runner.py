@@ -14,6 +14,8 @@ import numpy as np
 import yaml
 
 from fltest.backends.registry import Backend, RunJob, backend_for
+from fltest.config.privacy import ExcludedParameters
+from fltest.config.runs import ReferenceRun
 from fltest.config.schema import ExperimentConfig, RunConfig
 from fltest.data.shard_cache import prepare_shards
 from fltest.data.shard_set import LABEL_PLOT, ShardSet, Storage
@@ -22,7 +24,8 @@ from fltest.fedavg import evaluate_global
 from fltest.hooks import Hooks, load_hooks
 from fltest.interrupts import signal_name
 from fltest.model import Model, initial_params, load_model
-from fltest.results.compare import compare_runs
+from fltest.privacy.sharing import check_withheld
+from fltest.results.compare import ATTACK_FREE, compare_runs
 from fltest.results.recorder import RunRecorder, drop_round_models
 from fltest.rounds import RoundResult
 
@@ -69,7 +72,13 @@ class RecordedProgress:
         """Evaluate the round's global model and record the round."""
         metrics = evaluate_global(self.model, result.params, *self.test, self.hooks, result.server_round)
         self.recorder.record_round(
-            result.server_round, result.params, metrics, result.train_metrics, result.clients, result.round_s
+            result.server_round,
+            result.params,
+            metrics,
+            result.train_metrics,
+            result.clients,
+            result.round_s,
+            result.privacy,
         )
 
     def note(self, **info: Any) -> None:
@@ -86,18 +95,26 @@ def run_experiment(
 
     Every run is checked and the shards prepared before anything is written, so a
     bad input leaves no results folder behind.
+
+    Under an attack, the reference also runs on the same shards without it, last, as the run
+    :data:`~fltest.results.compare.ATTACK_FREE`: the comparison gives each run's distance from its model.
     """
-    backends = {}
-    for run in config.runs:
+    runs = [(run, config) for run in config.runs]  # each run with the config it carries out
+    if config.attack is not None:  # unchecked: the run-name pattern refuses the name, so no run of the config has it
+        attack_free = ReferenceRun.model_construct(name=ATTACK_FREE, framework="reference")
+        runs.append((attack_free, config.model_copy(update={"attack": None})))
+    backends, storages = {}, {}
+    for run, run_config in runs:
         backend = backend_of(run)
-        backend.check(config, run)
-        backends[run.name] = backend
-    storages = {name: backend.storage(config) for name, backend in backends.items()}
+        backend.check(run_config, run)
+        backends[run.name], storages[run.name] = backend, backend.storage(run_config)
     shard_sets = {storage: prepare(config, storage) for storage in dict.fromkeys(storages.values())}
     any_shards = next(iter(shard_sets.values()))
     hooks, model = load_hooks(config.hooks), load_model(config.model)
     test = any_shards.test_arrays()
     initial = initial_params(model, any_shards.feature_shape, any_shards.num_classes, config.seed)
+    if isinstance(config.training.privacy, ExcludedParameters):  # the model's parameters are known from here
+        check_withheld(config.training.privacy, initial)
     initial_metrics = evaluate_global(model, initial, *test, hooks, 0)
 
     experiment_dir = Path(results_dir).absolute() / config.name  # other processes write here too
@@ -106,7 +123,7 @@ def run_experiment(
     shutil.copyfile(any_shards.label_plot, experiment_dir / LABEL_PLOT)  # how the clients' data differ
     summaries = []
     try:
-        for run in config.runs:
+        for run, run_config in runs:
             backend = backends[run.name]
             shards = shard_sets[storages[run.name]]
             info = {
@@ -118,7 +135,7 @@ def run_experiment(
             }
             recorder = RunRecorder(experiment_dir / run.name, info, config.training.rounds)  # keeps every round's model
             recorder.record_round(0, initial, initial_metrics)
-            reason = backend.unsupported(config)
+            reason = backend.unsupported(run_config)
             if reason is not None:
                 summaries.append(recorder.finish("unsupported", reason))
                 log.warning("run %s (%s) not run: %s", run.name, run.framework, reason)
@@ -128,7 +145,7 @@ def run_experiment(
             )
             try:
                 progress = RecordedProgress(recorder, model, test, hooks)
-                backend.run(RunJob(config, run, shards, initial, hooks, recorder.run_dir, progress))
+                backend.run(RunJob(run_config, run, shards, initial, hooks, recorder.run_dir, progress))
             except KeyboardInterrupt as interrupt:  # the backend stopped the framework on its way out
                 recorder.finish("interrupted", f"interrupted by {signal_name(interrupt)}")
                 interrupt.stopped = (
@@ -149,7 +166,7 @@ def run_experiment(
         comparison = compare_runs(experiment_dir, summaries, config.compare.tolerance)
     finally:  # the per-round models serve the comparison; they stay only if asked for
         if not config.output.save_round_models:
-            for run in config.runs:
+            for run, _ in runs:
                 drop_round_models(experiment_dir / run.name)
     from fltest.results.report import plot_report  # matplotlib: 0.5 s that delayed every run's first round
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import yaml
@@ -15,6 +16,9 @@ from fltest.config.attacks import GaussianAttack, ScaledAttack, SignFlipAttack
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import client_update
 from fltest.hooks import Hooks
+from fltest.params import load_params
+from fltest.results.compare import ATTACK_FREE
+from fltest.results.report import draw_report
 from fltest.runner import run_experiment
 from tests.conftest import base_config
 from tests.doc_blocks import doc_block, run_block, user_checkout
@@ -71,6 +75,41 @@ def test_a_scaled_attack_breaks_fedavg_and_not_the_median(tmp_path):
         comparison = run_experiment(ExperimentConfig.model_validate(data), tmp_path)
         accuracy[strategy] = comparison["runs"][0]["accuracy"]
     assert accuracy["fedavg"] < 0.5 < 0.8 < accuracy["fedmedian"], accuracy
+
+
+def test_an_attacked_experiment_gives_each_run_s_distance_from_the_attack_free_model(tmp_path):
+    """Under an attack, ``fltest run`` also runs the reference without it (``_attack-free``): comparison.json gives each
+    run's L2 distance from that model after each round (0 for itself; above 0 from round 1 for the attacked reference,
+    and after the last round the distance of the final models), the table gives the last one, the reference stays the
+    run compared with, and the report draws the distances."""
+    data = base_config()
+    data["training"].update(rounds=2, local_epochs=1)
+    data.update(name="attack-distance", clients=4, hooks=None, attack={"kind": "sign_flip", "clients": [0]})
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(data))
+    result = subprocess.run([FLTEST, "run", "exp.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    experiment = tmp_path / "results" / "attack-distance"
+    comparison = json.loads((experiment / "comparison.json").read_text())
+    runs = {row["run"]: row for row in comparison["runs"]}
+    assert list(runs) == ["reference", ATTACK_FREE] and comparison["reference_run"] == "reference"
+    assert runs[ATTACK_FREE]["distance_from_attack_free_per_round"] == [0.0, 0.0]
+    attacked_distances = runs["reference"]["distance_from_attack_free_per_round"]
+    assert len(attacked_distances) == 2 and min(attacked_distances) > 0, attacked_distances
+    attacked, attack_free = (load_params(experiment / run / "model_final.npz") for run in ("reference", ATTACK_FREE))
+    final = np.linalg.norm(np.concatenate([(a - b).ravel() for a, b in zip(attacked, attack_free, strict=True)]))
+    assert attacked_distances[-1] == runs["reference"]["distance_from_attack_free"] == pytest.approx(final, rel=1e-12)
+    header, _, *rows = result.stdout.splitlines()[:4]
+    assert header.rstrip().endswith("vs reference  L2 to attack-free"), header
+    cells = rows[1].split()  # the attack-free run: not compared with the reference, 0 from itself
+    assert cells[:4] == [ATTACK_FREE, "reference", "completed", "2"] and cells[7:] == ["-", "-", "-", "0.0000"], cells
+    assert (experiment / "report.png").read_bytes().startswith(b"\x89PNG")
+    figure = draw_report(experiment)
+    titles = [axis.get_title() for axis in figure.axes]
+    assert titles[-1] == "distance from the attack-free model" and len(titles) == 5, titles
+    drawn = {line.get_label().split(" (")[0]: list(line.get_ydata()) for line in figure.axes[-1].get_lines()}
+    assert drawn == {"reference": attacked_distances, "attack-free": [0.0, 0.0]}
+    assert "attack-free" in [line.get_label() for line in figure.axes[0].get_lines()]  # the baseline's accuracy
+    plt.close(figure)
 
 
 @pytest.mark.parametrize(

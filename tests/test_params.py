@@ -6,12 +6,13 @@ import contextlib
 import io
 
 import numpy as np
+import pytest
 
 from fltest.backends.flwr.client_app import params_to_record, record_to_params
 from fltest.backends.flwr_deployment import channel
 from fltest.backends.supervision import Round
 from fltest.params import keyed, load_params, params_from_bytes, params_to_bytes, save_params, unkeyed
-from fltest.rounds import RoundResult
+from fltest.rounds import RoundPrivacy, RoundResult
 
 
 def _params(count: int = 12) -> list[np.ndarray]:
@@ -43,8 +44,9 @@ def test_float32_parameters_are_stored_as_float64_exactly():
     assert stored.dtype == np.float64 and np.array_equal(stored, params[0].astype(np.float64))
 
 
-def test_the_deployment_channel_carries_a_round_bit_for_bit():
-    report = RoundResult(3, _params(), {"train_loss": 0.25}, [0, 2])
+@pytest.mark.parametrize("privacy", [None, RoundPrivacy(0.1, 0.0124, 0.0125, 3.25, 1e-5)])
+def test_the_deployment_channel_carries_a_round_bit_for_bit(privacy):
+    report = RoundResult(3, _params(), {"train_loss": 0.25}, [0, 2], privacy=privacy)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         channel.LogSink().round_done(report)
@@ -53,3 +55,4 @@ def test_the_deployment_channel_carries_a_round_bit_for_bit():
     result = parsed.result
     assert (result.server_round, result.train_metrics, result.clients) == (3, {"train_loss": 0.25}, [0, 2])
     assert _same(result.params, report.params)
+    assert result.privacy == privacy

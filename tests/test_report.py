@@ -190,3 +190,41 @@ def test_the_table_has_the_pages_columns_and_each_run_s_figures(tmp_path):
     assert rows[0][7:] == ["-", "-", "-"]  # the reference against itself
     assert float(rows[1][7]) == pytest.approx(comparison["runs"][1]["wall_ratio_vs_reference"], abs=5e-5)
     assert rows[1][8:] == ["0.0000", "identical"]
+
+
+def _private_run(experiment, name, epsilons, accuracies, delta=1e-5):
+    """A run folder written by hand, as a private run leaves it: round 0 without a privacy record, then a round an
+    accuracy and a privacy record (``epsilons``: ε after the round, ``None`` where the framework has no accountant)."""
+    records = [{"round": 0, "test": {"accuracy": 0.1, "loss": 2.3}, "round_s": 0.0}]
+    for server_round, (epsilon, accuracy) in enumerate(zip(epsilons, accuracies, strict=True), start=1):
+        privacy = {
+            "clipping_norm": 1.0,
+            "noise_std": 0.02,
+            "noise_std_expected": 0.02,
+            "epsilon": epsilon,
+            "delta": delta,
+        }
+        records.append(
+            {"round": server_round, "test": {"accuracy": accuracy, "loss": 1.0}, "round_s": 0.1, "privacy": privacy}
+        )
+    (experiment / name).mkdir(parents=True)
+    (experiment / name / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    (experiment / name / "summary.json").write_text(json.dumps({"framework": "reference", "status": "completed"}))
+
+
+def test_the_privacy_panel_draws_each_private_run_s_accuracy_against_its_epsilon(tmp_path):
+    """A run that spent an ε gets a line in a panel of accuracy against ε, its points its rounds' records, titled with
+    δ; a run without an accountant (ε null) has none; an experiment without privacy records has no such panel."""
+    experiment = tmp_path / "private"
+    _private_run(experiment, "strong", [0.5, 0.8, 1.1], [0.4, 0.55, 0.6])
+    _private_run(experiment, "weak", [2.0, 3.5, 4.75], [0.7, 0.8, 0.85])
+    _private_run(experiment, "unaccounted", [None, None, None], [0.6, 0.7, 0.75])
+    figure = draw_report(experiment)
+    panels = [axis for axis in figure.axes if axis.get_title().startswith("test accuracy against ε")]
+    assert [axis.get_title() for axis in panels] == ["test accuracy against ε (δ = 1e-05)"]
+    drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in panels[0].get_lines()}
+    assert drawn == {"strong": ([0.5, 0.8, 1.1], [0.4, 0.55, 0.6]), "weak": ([2.0, 3.5, 4.75], [0.7, 0.8, 0.85])}
+    plt.close(figure)
+    figure = draw_report(_two_reference_runs(tmp_path))
+    assert len(figure.axes) == 4 and not [axis for axis in figure.axes if "ε" in axis.get_title()]
+    plt.close(figure)

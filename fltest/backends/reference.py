@@ -8,10 +8,25 @@ from the strategies' papers.
 from __future__ import annotations
 
 from fltest.backends.base import Backend, RunJob
+from fltest.config.privacy import SharedChanges
+from fltest.config.schema import ExperimentConfig, clients_per_round
 from fltest.control_variates import ClientControl
 from fltest.fedavg import aggregate, client_update, select_clients
+from fltest.privacy.averaging import PrivateAveraging
+from fltest.privacy.sharing import SharedChangesAveraging
 from fltest.rounds import RoundResult
-from fltest.server_update import ControlledAveraging, server_update
+from fltest.server_update import ControlledAveraging, ServerUpdate, server_update
+
+
+def server_of(config: ExperimentConfig) -> ServerUpdate:
+    """The reference's server step for ``config``: under ``training.privacy`` DP-FedAvg's or that of clients sharing
+    part of their change, else the strategy's."""
+    training = config.training
+    if isinstance(training.privacy, SharedChanges):
+        return SharedChangesAveraging(training.privacy)
+    if training.privacy is not None:
+        return PrivateAveraging(training.privacy, clients_per_round(config.clients, training.fraction_fit), config.seed)
+    return server_update(training.strategy, config.clients, training.learning_rate)
 
 
 class ReferenceBackend(Backend):
@@ -25,7 +40,7 @@ class ReferenceBackend(Backend):
         client_data = [shards.client_arrays(i) for i in range(shards.num_clients)]
         job.progress.setup_done()
         params = job.initial_params
-        server = server_update(config.training.strategy, shards.num_clients, config.training.learning_rate)
+        server = server_of(config)
         controls = [ClientControl() for _ in range(shards.num_clients)]  # SCAFFOLD's c_i, kept on each client
         for server_round in range(1, config.training.rounds + 1):
             selected = select_clients(shards.num_clients, config.training.fraction_fit, config.seed, server_round)
@@ -41,4 +56,5 @@ class ReferenceBackend(Backend):
                 ]
             _, train_metrics = aggregate(updates)
             params = server.apply(params, updates)
-            job.progress.round_done(RoundResult(server_round, params, train_metrics, selected))
+            privacy = server.released[-1] if isinstance(server, PrivateAveraging) else None
+            job.progress.round_done(RoundResult(server_round, params, train_metrics, selected, privacy=privacy))

@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 
 from fltest.config.attacks import AttackConfig
 from fltest.config.partitions import IidPartition, PartitionConfig
+from fltest.config.privacy import AdaptiveClipping, PrivacyConfig
 from fltest.config.runs import RUN_NAME_PATTERN, RunConfig
 from fltest.config.strategies import (
     BulyanStrategy,
     FedAvgStrategy,
+    FedProxStrategy,
     KrumStrategy,
     MultiKrumStrategy,
     StrategyConfig,
@@ -132,6 +134,12 @@ class TrainingConfig(_Strict):
         description="The server strategy: a name with its defaults (`fedadam`) or a mapping with `name` and its "
         "parameters.",
     )
+    privacy: PrivacyConfig | None = Field(
+        None,
+        description="Privacy of the clients' changes: `{mechanism: fixed_clipping | adaptive_clipping, side: server "
+        "| client, noise_multiplier, ...}` (DP-FedAvg) or `{mechanism: percentile_sharing, percentile, gamma}`; "
+        "FedAvg and FedProx only.",
+    )
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -228,6 +236,25 @@ class ExperimentConfig(_Strict):
             raise ValueError(
                 f"training.strategy.num_selected: {strategy.num_selected} is more than the {sampled} clients a round"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _privacy_on_an_average(self) -> ExperimentConfig:
+        privacy, strategy = self.training.privacy, self.training.strategy
+        if privacy is None:
+            return self
+        if not isinstance(strategy, FedAvgStrategy | FedProxStrategy):
+            raise ValueError(
+                f"training.privacy: it works on FedAvg's average of the clients' changes; strategy {strategy.name} "
+                "is not fedavg or fedprox"
+            )
+        sampled = clients_per_round(self.clients, self.training.fraction_fit)
+        if isinstance(privacy, AdaptiveClipping) and privacy.clipped_count_stddev is None:
+            if privacy.noise_multiplier >= 2 * sampled / 20:
+                raise ValueError(
+                    f"training.privacy.noise_multiplier: {privacy.noise_multiplier:g} needs clipped_count_stddev "
+                    f"above {privacy.noise_multiplier / 2:g}; its default, clients a round / 20, is {sampled / 20:g}"
+                )
         return self
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ import logging
 import shutil
 import sys
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from fltest.hooks import Metrics
 from fltest.interrupts import stop_signals_deferred
 from fltest.params import Params, save_params
 from fltest.results.files import write_json_atomic
+from fltest.rounds import RoundPrivacy
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +74,11 @@ class RunRecorder:
         train_metrics: Metrics | None = None,
         clients: list[int] | None = None,
         round_s: float | None = None,
+        privacy: RoundPrivacy | None = None,
     ) -> None:
         """Append one round's metrics (round 0 is the initial model) and keep its model; ``round_s``: the round's time
-        as the framework measured it, else the time since the last round (or the set-up) ended, as recorded here."""
+        as the framework measured it, else the time since the last round (or the set-up) ended, as recorded here;
+        ``privacy``: what a private round released."""
         if server_round != self.last_round + 1:
             raise RuntimeError(f"round {server_round} recorded after round {self.last_round}")
         now = time.perf_counter()
@@ -86,6 +90,8 @@ class RunRecorder:
             "round_s": round(now - self._last_mark if round_s is None else round_s, 6),
             "elapsed_s": round(now - self._started, 6),
         }
+        if privacy is not None:
+            record["privacy"] = asdict(privacy)
         with stop_signals_deferred():  # a stop signal here waits: the line, the model and the count agree
             self._last_mark = now
             self._metrics_file.write(json.dumps(record, sort_keys=True) + "\n")

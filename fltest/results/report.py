@@ -3,6 +3,7 @@
 Runs usually agree with the reference to the last bit, so their curves coincide: each run
 gets its own line style and marker, and the legend says how each run agrees with the reference
 run (``comparison.json``): identical, within the experiment's tolerance, or beyond it from a round.
+An attack or differential privacy adds a panel of its own (:mod:`fltest.results.panels`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fltest.errors import InputError  # noqa: E402
+from fltest.results.compare import ATTACK_FREE  # noqa: E402
 from fltest.results.compare import IDENTICAL as AGREES_EXACTLY  # noqa: E402
 from fltest.results.files import read_json_object, read_jsonl  # noqa: E402
+from fltest.results.panels import extra_panels, shown_name  # noqa: E402
 
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -30,7 +33,8 @@ IDENTICAL = "identical to reference"
 
 @dataclass(frozen=True)
 class RunCurves:
-    """What the report draws of one run: its per-round test metrics and its timings."""
+    """What the report draws of one run: its per-round test metrics, the privacy it spent (``epsilon`` after each
+    round, ``None`` where not private or not accounted, at the run's ``delta``) and its timings."""
 
     name: str
     framework: str
@@ -38,6 +42,8 @@ class RunCurves:
     rounds: list[int]
     accuracy: list[float]
     loss: list[float]
+    epsilon: list[float | None]
+    delta: float | None
     setup_s: float | None
     round_s: list[float]
 
@@ -47,6 +53,7 @@ class RunCurves:
         records = read_jsonl(run_dir / "metrics.jsonl")
         summary = read_json_object(run_dir / "summary.json")
         timings = read_json_object(run_dir / "timings.json")
+        privacy = [r.get("privacy") or {} for r in records]  # rounds >= 1 of a private run
         return cls(
             name=run_dir.name,
             framework=summary.get("framework", ""),
@@ -54,6 +61,8 @@ class RunCurves:
             rounds=[r["round"] for r in records],
             accuracy=[r["test"]["accuracy"] for r in records],
             loss=[r["test"]["loss"] for r in records],
+            epsilon=[p.get("epsilon") for p in privacy],
+            delta=next((p["delta"] for p in reversed(privacy) if p.get("delta") is not None), None),
             setup_s=timings.get("setup_s"),
             round_s=[r["round_s"] for r in records if r["round"] > 0 and "round_s" in r],
         )
@@ -75,10 +84,11 @@ def read_runs(experiment_dir: Path) -> list[RunCurves]:
 
 
 def reference_run(experiment_dir: Path, runs: list[RunCurves]) -> RunCurves | None:
-    """The run the others are compared with: ``comparison.json``'s, else the first ``reference`` run."""
+    """The run the others are compared with: ``comparison.json``'s, else the first ``reference`` run (never the
+    attack-free one, which differs from the others by design)."""
     name = read_json_object(Path(experiment_dir) / "comparison.json").get("reference_run")
     return next((r for r in runs if r.name == name), None) or next(
-        (r for r in runs if r.framework == "reference"), None
+        (r for r in runs if r.framework == "reference" and r.name != ATTACK_FREE), None
     )
 
 
@@ -89,25 +99,30 @@ def legend_labels(runs: list[RunCurves], reference: RunCurves | None, agreements
     implementation of the strategy (``unsupported``: only round 0 drawn)."""
 
     def label(run: RunCurves) -> str:
+        name = shown_name(run.name)
         if run.status == "unsupported":
-            return f"{run.name} (unsupported: not run)"
+            return f"{name} (unsupported: not run)"
         agreement = agreements.get(run.name)
         if reference is None or run is reference or agreement is None:
-            return run.name
+            return name
         if agreement == AGREES_EXACTLY:
-            return f"{run.name} ({IDENTICAL})" if run.same_curves_as(reference) else run.name
-        return f"{run.name} ({agreement})"
+            return f"{name} ({IDENTICAL})" if run.same_curves_as(reference) else name
+        return f"{name} ({agreement})"
 
     return [label(run) for run in runs]
 
 
 def draw_report(experiment_dir: Path) -> Figure:
     """The report figure: accuracy, loss and |Δw| from the reference per round, then each run's setup time
-    and median time per round."""
+    and median time per round, then the panels only some experiments have (:func:`fltest.results.panels.extra_panels`:
+    the distance from the attack-free model, accuracy against ε)."""
     runs = read_runs(experiment_dir)
-    figure, (acc_ax, loss_ax, diff_ax, time_ax) = plt.subplots(1, 4, figsize=(21, 4.6), width_ratios=(1, 1, 1, 0.9))
-    styles = run_styles(runs)
     comparison = read_json_object(Path(experiment_dir) / "comparison.json")
+    extras = extra_panels(runs, comparison)
+    figure, (acc_ax, loss_ax, diff_ax, time_ax, *extra_axes) = plt.subplots(
+        1, 4 + len(extras), figsize=(21 + 5.2 * len(extras), 4.6), width_ratios=(1, 1, 1, 0.9, *[1] * len(extras))
+    )
+    styles = run_styles(runs)
     agreements = {row["run"]: row["agreement"] for row in comparison.get("runs", []) if row.get("agreement")}
     labels = legend_labels(runs, reference_run(experiment_dir, runs), agreements)
     for index, (run, label) in enumerate(zip(runs, labels)):
@@ -133,6 +148,8 @@ def draw_report(experiment_dir: Path) -> Figure:
         axis.legend(fontsize="small")
     _draw_divergence(diff_ax, comparison, styles)
     _draw_times(time_ax, runs)
+    for panel, axis in zip(extras, extra_axes, strict=True):
+        panel(axis, styles)
     figure.suptitle(Path(experiment_dir).name)
     figure.tight_layout()
     return figure
@@ -196,7 +213,7 @@ def _draw_times(axis: plt.Axes, runs: list[RunCurves]) -> None:
     for offset, values, label in ((-height / 2, setup, "setup"), (height / 2, per_round, "median round")):
         bars = axis.barh([p + offset for p in positions], values, height=height, label=label)
         axis.bar_label(bars, labels=[f"{v:.3g} s" for v in values], fontsize="small", padding=2)
-    axis.set_yticks(list(positions), [run.name for run in runs])
+    axis.set_yticks(list(positions), [shown_name(run.name) for run in runs])
     axis.invert_yaxis()
     shown = [v for v in (*setup, *per_round) if v > 0]
     if shown:  # else every run failed before its setup was timed: a linear axis of zeros

@@ -360,6 +360,29 @@ def test_run_on_the_federation_matches_the_reference(federation, docker_client, 
     )
 
 
+def test_a_private_run_on_the_federation_is_the_reference_s_model_noise_included(federation, tier_report):
+    """Client-side fixed clipping with noise: Flower's fixedclipping_mod clips in each SuperNode's ClientApp process,
+    the ServerApp on the SuperLink runs Flower's wrapper with the generator FLTest seeds; the model is the reference's
+    bit for bit, and each round's release (its noise measured, ε from Flower's accountant) is the reference's."""
+    federation, config, root = federation
+    results = root / "results-private"
+    privacy = {"mechanism": "fixed_clipping", "side": "client", "clipping_norm": 1.0, "noise_multiplier": 0.5}
+    path = _cli_config(config, root, "private", keep_reference=True, privacy=privacy)
+    start = time.perf_counter()
+    result = _flower_cli(federation, "run", str(path), "--results-dir", str(results), timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = {run["run"]: run for run in json.loads((results / config.name / "comparison.json").read_text())["runs"]}
+    assert runs["flower"]["agreement"] == "identical", runs["flower"]
+    released = {
+        run: [record["privacy"] for record in read_jsonl(results / config.name / run / "metrics.jsonl")[1:]]
+        for run in ("reference", "flower")
+    }
+    assert released["flower"] == released["reference"] and released["flower"][-1]["epsilon"] > 0, released
+    tier_report(
+        f"flower: a private run (client-side clipping, noise 0.5) on the federation in {time.perf_counter() - start:.1f} s"
+    )
+
+
 def _user_app(root: Path, name: str, *dependencies: str) -> Path:
     """A copy of the tests' Flower App in a folder of the user's, its pyproject.toml needing ``dependencies`` too."""
     folder = root / name

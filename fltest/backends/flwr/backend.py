@@ -68,7 +68,7 @@ class FlwrBackend(Backend):
 
     def unsupported(self, config: ExperimentConfig) -> str | None:
         """Why Flower has no implementation of the config's strategy (SCAFFOLD), else ``None``."""
-        return unsupported(config.training.strategy)
+        return unsupported(config.training)
 
     def storage(self, config: ExperimentConfig) -> Storage:
         """In-memory shards on a joined cluster (they travel), memory-mapped ones on one machine."""

@@ -19,10 +19,12 @@ import socket
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 
 from fltest.backends.flwr.shard_sources import ShardSource
 from fltest.backends.flwr.time_limit import call_within
 from fltest.backends.supervision.deadlines import Deadlines
+from fltest.config.privacy import AdaptiveClipping, FixedClipping, PrivacyConfig
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
@@ -32,6 +34,7 @@ PARAMS_KEY = "arrays"
 HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
 INFO_KEY = "info"  # a ConfigRecord with the client's partition id
 PROXIMAL_MU_KEY = "proximal-mu"  # in the train config of Flower's FedProx
+EQUAL_WEIGHT_KEY = "equal-weight"  # a private run's clients report the weight 1 (fltest.backends.flwr.privacy)
 
 
 def params_to_record(params: Params) -> ArrayRecord:
@@ -59,9 +62,17 @@ def partition_of(reply: Message) -> int:
     return int(reply.content[INFO_KEY]["partition-id"])
 
 
+def privacy_mods(privacy: PrivacyConfig | None) -> list:
+    """Flower's mod that clips a client's change under ``privacy`` where the clients clip (none otherwise)."""
+    if not isinstance(privacy, FixedClipping | AdaptiveClipping) or privacy.side == "server":
+        return []
+    return [adaptiveclipping_mod if isinstance(privacy, AdaptiveClipping) else fixedclipping_mod]
+
+
 def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> ClientApp:
-    """The ClientApp for ``config``; ``shard_source(partition_id)`` gives a client its shard."""
-    app = ClientApp()
+    """The ClientApp for ``config``, with Flower's clipping mod where its clients clip; ``shard_source(partition_id)``
+    gives a client its shard."""
+    app = ClientApp(mods=privacy_mods(config.training.privacy))
 
     @app.query()
     def query(msg: Message, context: Context) -> Message:
@@ -80,7 +91,8 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
             return client_update(run_config, load_hooks(config.hooks), partition_id, server_round, params, x, y)
 
         update = call_within(Deadlines.of(config).local_training_s, local_training)
-        metrics = MetricRecord({"num-examples": update.num_examples, **update.metrics})
+        weight = {} if config.training.privacy is None else {EQUAL_WEIGHT_KEY: 1}
+        metrics = MetricRecord({"num-examples": update.num_examples, **weight, **update.metrics})
         content = RecordDict(
             {
                 PARAMS_KEY: params_to_record(update.params),

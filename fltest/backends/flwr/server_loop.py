@@ -19,10 +19,11 @@ from typing import Protocol
 from flwr.app import ArrayRecord, ConfigRecord
 
 from fltest.backends.flwr.client_app import params_to_record, record_to_params
+from fltest.backends.flwr.privacy import private_strategy
 from fltest.backends.flwr.pulling_grid import PullingGrid
 from fltest.backends.flwr.strategy import flower_strategy, query_partitions, wait_for_nodes
 from fltest.backends.supervision.deadlines import Deadlines
-from fltest.config.schema import ExperimentConfig
+from fltest.config.schema import ExperimentConfig, clients_per_round
 from fltest.errors import FLTestError
 from fltest.fedavg import select_clients
 from fltest.params import Params
@@ -68,6 +69,10 @@ def serve_rounds(
             grid.allow_once(deadlines.startup_s)
         sink.ready()
         strategy = flower_strategy(training, node_ids, mapping, config.seed, node_label, hosts)
+        private = None
+        if training.privacy is not None:  # Flower's DP wrapper around it
+            sampled = clients_per_round(config.clients, training.fraction_fit)
+            private = private_strategy(training.privacy, strategy, sampled, config.clients, config.seed)
 
         def report(server_round: int, arrays: ArrayRecord) -> None:
             if server_round > 0:
@@ -77,10 +82,11 @@ def serve_rounds(
                         record_to_params(arrays),
                         strategy.train_metrics[server_round],
                         strategy.selected[server_round],
+                        privacy=None if private is None else private.released[server_round],
                     )
                 )
 
-        strategy.start(
+        (strategy if private is None else private).start(
             grid=grid,
             initial_arrays=params_to_record(initial),
             num_rounds=training.rounds,

@@ -29,7 +29,7 @@ from flwr.serverapp.strategy import (
     QFedAvg,
 )
 
-from fltest.backends.flwr.client_app import HOST_KEY, partition_of
+from fltest.backends.flwr.client_app import EQUAL_WEIGHT_KEY, HOST_KEY, partition_of, record_to_params
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
 from fltest.config.schema import TrainingConfig
 from fltest.config.strategies import (
@@ -47,6 +47,7 @@ from fltest.config.strategies import (
 )
 from fltest.errors import RunFailed
 from fltest.fedavg import LOSS_BEFORE_TRAINING, select_clients
+from fltest.params import Params
 
 #: How long a server asks a node that failed round 1 which partition it holds, before it names it by its id.
 NAMING_QUERY_S = 15.0
@@ -125,7 +126,7 @@ class SelectedPartitions:
         fraction: float,
         node_label: str | None = None,
         node_hosts: Mapping[int, str] | None = None,
-        **flower_parameters: float,
+        **flower_parameters: float | str,
     ) -> None:
         """Train the nodes ``node_ids``, whose partitions ``node_to_partition`` gives (``None``: learnt in round 1);
         ``seed``/``fraction`` drive the selection.
@@ -156,6 +157,7 @@ class SelectedPartitions:
         self.node_hosts = dict(node_hosts or {})
         self._sent: dict[int, list[Message]] = {}  # a round's train messages; the grid sets their ids when it pushes
         self._grid: Grid | None = None  # the grid of the rounds, once the first is configured
+        self.last_average: Params | None = None  # the last round's aggregate (before a DP wrapper noises it)
 
     def _know_partitions(self, node_to_partition: dict[int, int]) -> None:
         self.node_to_partition = dict(node_to_partition)
@@ -257,6 +259,7 @@ class SelectedPartitions:
             raise RunFailed(f"round {server_round}: no reply in time from {', '.join(map(self._client, missing))}")
         self.client_hosts.update(str(m.content[HOST_KEY]["hostname"]) for m in replies)
         arrays, metrics = super().aggregate_train(server_round, replies)  # type: ignore[misc]
+        self.last_average = None if arrays is None else record_to_params(arrays)
         self.train_metrics[server_round] = {k: float(v) for k, v in (metrics or {}).items()}
         return arrays, metrics
 
@@ -320,12 +323,18 @@ def flower_strategy(
     """Flower's own class for ``training.strategy``, given the experiment's parameters under Flower's names, on the
     selection ``training.fraction_fit`` and ``seed`` draw (the other arguments: :class:`SelectedPartitions`).
 
+    Under ``training.privacy`` (FedAvg or FedProx) it weighs the clients' models by :data:`EQUAL_WEIGHT_KEY`, for
+    the DP wrapper around it (:func:`fltest.backends.flwr.privacy.private_strategy`).
     Flower's FedAdagrad takes no ``beta_1`` (it keeps no momentum): the config's is not used there. Its QFedAvg gets
     the clients' learning rate and reads each client's loss before training (the paper's ``F_k(w_t)``), not the
     training loss it reads by default.
     """
     strategy = training.strategy
     selection = (node_ids, node_to_partition, seed, training.fraction_fit, node_label, node_hosts)
+    if training.privacy is not None:  # DP-FedAvg's equal weights (fltest.backends.flwr.privacy)
+        mu = {"proximal_mu": strategy.mu} if isinstance(strategy, FedProxStrategy) else {}
+        private = SelectedFedProx if mu else SelectedFedAvg
+        return private(*selection, weighted_by_key=EQUAL_WEIGHT_KEY, **mu)
     if isinstance(strategy, FedProxStrategy):
         return SelectedFedProx(*selection, proximal_mu=strategy.mu)
     if isinstance(strategy, FedAvgMStrategy):

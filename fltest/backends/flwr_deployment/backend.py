@@ -55,7 +55,7 @@ class FlwrDeploymentBackend(Backend):
 
     def unsupported(self, config: ExperimentConfig) -> str | None:
         """Why Flower has no implementation of the config's strategy (SCAFFOLD), else ``None``."""
-        return unsupported(config.training.strategy)
+        return unsupported(config.training)
 
     def check(self, config: ExperimentConfig, run: FlwrDeploymentRun) -> None:
         """Refuse a CA file that is not there, and user modules the app cannot carry (the schema checked the options)."""

@@ -16,10 +16,11 @@ import json
 import re
 import sys
 import time
+from dataclasses import asdict
 
 from fltest.backends.supervision.follow import Done, Event, Failed, Ready, Round
 from fltest.params import params_from_bytes, params_to_bytes
-from fltest.rounds import RoundResult
+from fltest.rounds import RoundPrivacy, RoundResult
 
 _LINE = re.compile(r"FLTEST-(READY|ROUND|DONE|ERROR) (\S+)")
 
@@ -59,6 +60,7 @@ class LogSink:
                 "train_metrics": result.train_metrics,
                 "clients": result.clients,
                 "round_s": now - self._mark,
+                "privacy": None if result.privacy is None else asdict(result.privacy),
             },
         )
         self._mark = now
@@ -85,6 +87,14 @@ def parse_line(line: str) -> Event | None:
     if kind == "ERROR":
         return Failed(payload["reason"])
     params = params_from_bytes(base64.b64decode(payload["params"]))
+    privacy = payload.get("privacy")
     return Round(
-        RoundResult(payload["round"], params, payload["train_metrics"], payload["clients"], payload.get("round_s"))
+        RoundResult(
+            payload["round"],
+            params,
+            payload["train_metrics"],
+            payload["clients"],
+            payload.get("round_s"),
+            None if privacy is None else RoundPrivacy(**privacy),
+        )
     )

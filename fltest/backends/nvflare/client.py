@@ -7,7 +7,8 @@ every round runs :func:`fltest.fedavg.client_update`, the reference backend's ow
 local training and hooks (with FedProx's term where NVFlare's FedAvg sends ``fedprox_mu``; with
 SCAFFOLD's control variates, :class:`fltest.control_variates.ClientControl`, where NVFlare's Scaffold
 sends its ``c``; ``c_i`` is kept in the run's files, since the simulator may run a client's next task
-in another worker process). A client that fails writes one line saying why to the run's workspace,
+in another worker process). It sends its model, or, where clients share part of their change, its change, which
+NVFlare's filter then takes (:func:`fltest.backends.nvflare.job.sharing_filter`). A client that fails writes one line saying why to the run's workspace,
 then raises (which fails the NVFlare job).
 """
 
@@ -19,6 +20,7 @@ from nvflare.app_common.app_constant import AlgorithmConstants
 from nvflare.app_common.utils.fedprox_utils import get_fedprox_mu
 
 from fltest.backends.nvflare.exchange import RunFiles, RunSpec, partition_of
+from fltest.config.privacy import SharedChanges
 from fltest.control_variates import ClientControl
 from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
@@ -63,11 +65,14 @@ def serve(spec: RunSpec, partition_id: int, files: RunFiles) -> None:
         reply_meta = {FLMetaKey.NUM_STEPS_CURRENT_ROUND: update.num_examples}
         if update.control_delta is not None:
             reply_meta[AlgorithmConstants.SCAFFOLD_CTRL_DIFF] = keyed(update.control_delta)
-        flare.send(
-            flare.FLModel(
-                params=keyed(update.params), params_type=flare.ParamsType.FULL, metrics=update.metrics, meta=reply_meta
+        if isinstance(config.training.privacy, SharedChanges):  # NVFlare's filter takes the change
+            sent, kind = (
+                [w - g for w, g in zip(update.params, unkeyed(task.params), strict=True)],
+                flare.ParamsType.DIFF,
             )
-        )
+        else:
+            sent, kind = update.params, flare.ParamsType.FULL
+        flare.send(flare.FLModel(params=keyed(sent), params_type=kind, metrics=update.metrics, meta=reply_meta))
 
 
 def main() -> None:

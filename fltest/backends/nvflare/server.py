@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from nvflare.apis.fl_constant import FLMetaKey
 from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
 from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
@@ -24,7 +25,9 @@ TASK_CHECK_PERIOD_S = 0.1  # how often the workflow checks for replies (NVFlare'
 
 
 class PartitionOrderAggregator(ModelAggregator):
-    """Keeps every reply of a round and averages them in partition order with :func:`fltest.fedavg.aggregate`.
+    """Keeps every reply of a round and averages them in partition order with :func:`fltest.fedavg.aggregate`:
+    the clients' models, or their changes (which the workflow then adds to the global model), each parameter by its
+    key: a filter may have left some out of every reply, and the workflow adds only those that remain.
 
     NVFlare's own FedAvg adds replies as they arrive, so its sum depends on timing;
     sorting first makes the result the reference backend's, bit for bit.
@@ -35,6 +38,8 @@ class PartitionOrderAggregator(ModelAggregator):
         super().__init__()
         self._updates: dict[int, ClientUpdate] = {}
         self._expected: list[int] = []
+        self._params_type = ParamsType.FULL  # the replies' kind: the workflow adds a DIFF to the global model
+        self._keys: list[str] = []  # the replies' parameters, in order
 
     def expect(self, partitions: list[int]) -> None:
         """The partitions that must reply in the round that starts now."""
@@ -43,9 +48,11 @@ class PartitionOrderAggregator(ModelAggregator):
     def accept_model(self, model: FLModel) -> None:
         """Keep one client's reply (its example count travels as ``NUM_STEPS_CURRENT_ROUND``)."""
         partition = partition_of(model.meta["client_name"])
+        self._params_type = model.params_type  # a model, or a change (clients sharing part of it)
+        self._keys = sorted(model.params)  # all of the model's, or those a filter left (ExcludeVars)
         self._updates[partition] = ClientUpdate(
             partition_id=partition,
-            params=unkeyed(model.params),
+            params=[np.asarray(model.params[key], dtype=np.float64) for key in self._keys],
             num_examples=int(model.meta[FLMetaKey.NUM_STEPS_CURRENT_ROUND]),
             metrics=dict(model.metrics or {}),
         )
@@ -58,7 +65,7 @@ class PartitionOrderAggregator(ModelAggregator):
             raise RuntimeError(f"no reply from clients {missing}")
         params, metrics = aggregate([self._updates[p] for p in answered])
         self.reset_stats()
-        return FLModel(params=keyed(params), params_type=ParamsType.FULL, metrics=metrics)
+        return FLModel(params=dict(zip(self._keys, params)), params_type=self._params_type, metrics=metrics)
 
     def reset_stats(self) -> None:
         """Forget the round's replies."""
