@@ -18,12 +18,12 @@ from fltest.params import Params
 @dataclass(frozen=True)
 class RoundPrivacy:
     """What a private round (``training.privacy``) released: the clipping norm its clients' changes were clipped to,
-    the noise's standard deviation (measured on the model, and by the formula ``z·C/m`` with the values the framework
-    used), and the privacy spent so far (ε at ``delta``; ``None`` without noise, or where the framework has no
-    accountant)."""
+    the noise's standard deviation (measured on what was sent, ``None`` where it cannot be seen: a Flower client's
+    own; and by the mechanism's formula with the values the framework used), and the privacy spent so far (ε at
+    ``delta``; ``None`` without noise, or where the framework has no accountant)."""
 
     clipping_norm: float
-    noise_std: float
+    noise_std: float | None
     noise_std_expected: float
     epsilon: float | None
     delta: float

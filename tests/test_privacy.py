@@ -11,18 +11,20 @@ import numpy as np
 import pytest
 import yaml
 from flwr.supercore.differential_privacy import add_gaussian_noise_inplace, compute_clip_model_update
+from numpy.random import RandomState
 from nvflare.apis.dxo import DXO, DataKind, MetaKey
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 from nvflare.app_common.filters.percentile_privacy import PercentilePrivacy
 
-from fltest.config.privacy import AdaptiveClipping, ExcludedParameters, FixedClipping
+from fltest.config.privacy import AdaptiveClipping, ExcludedParameters, FixedClipping, LocalGaussian
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import ClientUpdate
 from fltest.params import load_params
 from fltest.privacy.accounting import epsilon_spent
 from fltest.privacy.averaging import PrivateAveraging, model_noise_multiplier
 from fltest.privacy.clipping import clip_to_norm
+from fltest.privacy.local import local_noise_seed, local_noise_stdv, sent_privately
 from fltest.privacy.noise import global_generator_seeded, noise_generator, with_gaussian_noise
 from fltest.privacy.sharing import shared_change, shared_part
 from fltest.runner import run_experiment
@@ -135,6 +137,21 @@ PRIVACY = {"mechanism": "fixed_clipping", "clipping_norm": 1.0, "noise_multiplie
         (PRIVACY | {"side": "both"}, "fedavg", "training.privacy.fixed_clipping.side"),
         ({"mechanism": "laplace"}, "fedavg", "training.privacy: Input tag 'laplace'"),
         (
+            {"mechanism": "local_gaussian", "clipping_norm": 1.0, "epsilon": 1.5},
+            "fedavg",
+            "training.privacy.local_gaussian.epsilon: Input should be less than 1",
+        ),
+        (
+            {"mechanism": "exclude_parameters", "parameters": [1, 1]},
+            "fedavg",
+            "training.privacy.exclude_parameters.parameters: 1 twice",
+        ),
+        (
+            {"mechanism": "percentile_sharing", "percentile": 101},
+            "fedavg",
+            "training.privacy.percentile_sharing.percentile",
+        ),
+        (
             PRIVACY,
             "fedmedian",
             "training.privacy: it works on FedAvg's average of the clients' changes; strategy fedmedian",
@@ -182,7 +199,7 @@ def test_a_private_run_records_each_round_s_release_from_a_user_folder(tmp_path)
     assert all(abs(r["noise_std"] / r["noise_std_expected"] - 1) < spread for r in released), released
     assert [r["epsilon"] for r in released] == [epsilon_spent(0.5, t, 1e-5) for t in (1, 2, 3)]
     nvflare = json.loads((experiment / "nvflare" / "summary.json").read_text())
-    assert nvflare["status"] == "unsupported" and "no DP-FedAvg" in nvflare["error"], nvflare
+    assert nvflare["status"] == "unsupported" and "no fixed_clipping" in nvflare["error"], nvflare
 
 
 def _flower_config(name: str, privacy: dict, rounds: int = 3) -> ExperimentConfig:
@@ -202,6 +219,20 @@ def _flower_config(name: str, privacy: dict, rounds: int = 3) -> ExperimentConfi
 def _released(experiment, run: str) -> list[dict]:
     lines = (experiment / run / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["privacy"] for line in lines[1:]]
+
+
+def test_a_local_client_sends_its_clipped_model_with_the_gaussian_mechanism_s_noise():
+    privacy = LocalGaussian(mechanism="local_gaussian", clipping_norm=1.0, epsilon=0.5, delta=1e-5)
+    # σ = Δ₂ √(2 ln(1.25/δ)) / ε with Δ₂ = 2C: two clipped models differ by at most the ball's diameter
+    assert local_noise_stdv(privacy) == pytest.approx(2 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
+    (sent,), released = sent_privately(privacy, 7, 2, GLOBAL, [_update(3, [3.0, 0.0, 4.0])])
+    clipped = [np.array([1.6, 1.0]), np.array([0.8])]
+    noise = with_gaussian_noise(
+        [np.zeros(2), np.zeros(1)], local_noise_stdv(privacy), RandomState(local_noise_seed(7, 2, 3))
+    )
+    assert all(np.array_equal(s, c + n) for s, c, n in zip(sent.params, clipped, noise))
+    assert sent.num_examples == 13  # the server weighs it as the strategy does
+    assert released.epsilon == epsilon_spent(local_noise_stdv(privacy) / 2.0, 2, 1e-5)
 
 
 @pytest.mark.ray
@@ -243,7 +274,9 @@ def test_the_privacy_page_s_example_runs_as_written(tmp_path):
     experiment = folder / "results" / "digits-privacy"
     runs = {row["run"]: row for row in json.loads((experiment / "comparison.json").read_text())["runs"]}
     assert runs["flower"]["agreement"] == "identical", runs["flower"]
-    assert runs["nvflare"]["status"] == "unsupported" and "no DP-FedAvg" in runs["nvflare"]["reason"], runs["nvflare"]
+    assert runs["nvflare"]["status"] == "unsupported" and "no fixed_clipping" in runs["nvflare"]["reason"], runs[
+        "nvflare"
+    ]
     assert _released(experiment, "flower")[-1]["epsilon"] == pytest.approx(30.1, abs=0.05)
 
 
@@ -320,3 +353,23 @@ def test_nvflare_runs_its_own_filter_on_what_each_client_sends(tmp_path, privacy
     if privacy["mechanism"] == "exclude_parameters":
         models = tmp_path / "sharing-nvflare" / "nvflare"
         assert np.array_equal(load_params(models / "model_final.npz")[1], np.zeros(10))  # logreg's biases start at 0
+
+
+@pytest.mark.ray
+def test_flower_s_local_dp_mod_seeded_is_the_reference_whatever_the_client_s_code_draws(tmp_path, monkeypatch):
+    """Flower's LocalDpMod draws its noise from numpy's global generator, which FLTest seeds once the client has
+    trained: a hook drawing from that generator changes nothing, and the model is the reference's bit for bit."""
+    monkeypatch.delenv("FLTEST_RAY_ADDRESS", raising=False)
+    (tmp_path / "drawing_hooks.py").write_text(
+        "import numpy as np\n"
+        "def after_local_training(partition_id, server_round, global_params, params):\n"
+        "    return {'drawn': float(np.random.normal())}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    privacy = {"mechanism": "local_gaussian", "clipping_norm": 1.0, "epsilon": 0.9}
+    config = _flower_config("dp-local", privacy).model_copy(update={"hooks": "drawing_hooks"})
+    row = run_experiment(config, tmp_path)["runs"][1]
+    assert row["status"] == "completed" and row["param_diff_per_round"] == [0.0] * 3, row
+    reference, flower = (_released(tmp_path / config.name, run) for run in ("reference", "flower"))
+    assert [r["noise_std"] for r in flower] == [None] * 3 and [r["epsilon"] for r in flower] == [None] * 3
+    assert [r["noise_std_expected"] for r in flower] == [r["noise_std_expected"] for r in reference]

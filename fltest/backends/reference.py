@@ -8,11 +8,12 @@ from the strategies' papers.
 from __future__ import annotations
 
 from fltest.backends.base import Backend, RunJob
-from fltest.config.privacy import SharedChanges
+from fltest.config.privacy import LocalGaussian, NoisedAveraging, SharedChanges
 from fltest.config.schema import ExperimentConfig, clients_per_round
 from fltest.control_variates import ClientControl
 from fltest.fedavg import aggregate, client_update, select_clients
 from fltest.privacy.averaging import PrivateAveraging
+from fltest.privacy.local import sent_privately
 from fltest.privacy.sharing import SharedChangesAveraging
 from fltest.rounds import RoundResult
 from fltest.server_update import ControlledAveraging, ServerUpdate, server_update
@@ -20,11 +21,11 @@ from fltest.server_update import ControlledAveraging, ServerUpdate, server_updat
 
 def server_of(config: ExperimentConfig) -> ServerUpdate:
     """The reference's server step for ``config``: under ``training.privacy`` DP-FedAvg's or that of clients sharing
-    part of their change, else the strategy's."""
+    part of their change, else (local privacy too) the strategy's."""
     training = config.training
     if isinstance(training.privacy, SharedChanges):
         return SharedChangesAveraging(training.privacy)
-    if training.privacy is not None:
+    if isinstance(training.privacy, NoisedAveraging):
         return PrivateAveraging(training.privacy, clients_per_round(config.clients, training.fraction_fit), config.seed)
     return server_update(training.strategy, config.clients, training.learning_rate)
 
@@ -55,6 +56,10 @@ class ReferenceBackend(Backend):
                     client_update(config, job.hooks, pid, server_round, params, *client_data[pid]) for pid in selected
                 ]
             _, train_metrics = aggregate(updates)
+            privacy = None
+            if isinstance(config.training.privacy, LocalGaussian):  # each client noises what it sends
+                updates, privacy = sent_privately(config.training.privacy, config.seed, server_round, params, updates)
             params = server.apply(params, updates)
-            privacy = server.released[-1] if isinstance(server, PrivateAveraging) else None
+            if isinstance(server, PrivateAveraging):
+                privacy = server.released[-1]
             job.progress.round_done(RoundResult(server_round, params, train_metrics, selected, privacy=privacy))

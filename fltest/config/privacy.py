@@ -13,6 +13,14 @@ average (``z`` the noise multiplier, ``m`` the clients of the round):
 it sends (``client``); the model is the same. The noise is drawn from the experiment's seed and the round, so a
 run repeats. :mod:`fltest.privacy` computes all of it; Flower runs its own wrappers and mods.
 
+Local differential privacy noises each client's model instead of the average:
+
+- ``local_gaussian``: each client clips its change to ``C`` and adds ``N(0, σ²)`` to every coordinate of the model
+  it sends, ``σ = 2C·√(2 ln(1.25/δ))/ε`` (the Gaussian mechanism, Dwork and Roth 2014, Theorem A.1, with the
+  sensitivity of a release any of whose inputs may differ: the diameter ``2C`` of the ball the clipped changes lie
+  in), so that each round's release is (ε, δ)-differentially private whatever the server; the server averages as
+  the strategy does. Flower runs its own ``LocalDpMod``.
+
 Two more mechanisms share only part of each change instead of noising the average:
 
 - ``percentile_sharing``: each client shares the coordinates of its change whose magnitude is at least the
@@ -109,6 +117,20 @@ class ExcludedParameters(BaseModel):
         return self
 
 
+class LocalGaussian(BaseModel):
+    """Local differential privacy: each client clips its change and noises the model it sends, so that the server
+    learns little of any client's data whoever it trusts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mechanism: Literal["local_gaussian"] = Field(description="The mechanism, by name.")
+    clipping_norm: Annotated[float, Field(gt=0)] = Field(description="C: the largest L2 norm of a client's change.")
+    epsilon: Annotated[float, Field(gt=0, lt=1)] = Field(
+        description="ε of each client's release in a round, below 1 (where the Gaussian mechanism's calibration holds)."
+    )
+    delta: Annotated[float, Field(gt=0, lt=1)] = Field(1e-5, description="δ of each release; ε is reported at it.")
+
+
 #: The mechanisms of DP-FedAvg: clip each change, noise the average.
 NoisedAveraging = FixedClipping | AdaptiveClipping
 
@@ -116,5 +138,6 @@ NoisedAveraging = FixedClipping | AdaptiveClipping
 SharedChanges = PercentileSharing | ExcludedParameters
 
 PrivacyConfig = Annotated[
-    FixedClipping | AdaptiveClipping | PercentileSharing | ExcludedParameters, Field(discriminator="mechanism")
+    FixedClipping | AdaptiveClipping | LocalGaussian | PercentileSharing | ExcludedParameters,
+    Field(discriminator="mechanism"),
 ]

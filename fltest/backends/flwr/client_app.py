@@ -16,19 +16,23 @@ clients.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 
+import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
+from flwr.clientapp.mod import LocalDpMod, adaptiveclipping_mod, fixedclipping_mod
+from flwr.clientapp.typing import ClientAppCallable
 
 from fltest.backends.flwr.shard_sources import ShardSource
 from fltest.backends.flwr.time_limit import call_within
 from fltest.backends.supervision.deadlines import Deadlines
-from fltest.config.privacy import AdaptiveClipping, FixedClipping, PrivacyConfig
+from fltest.config.privacy import AdaptiveClipping, LocalGaussian, NoisedAveraging, PrivacyConfig
 from fltest.config.schema import ExperimentConfig
 from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
 from fltest.params import Params, keyed, unkeyed
+from fltest.privacy.local import local_noise_seed, sensitivity
 
 PARAMS_KEY = "arrays"
 HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
@@ -62,9 +66,37 @@ def partition_of(reply: Message) -> int:
     return int(reply.content[INFO_KEY]["partition-id"])
 
 
-def privacy_mods(privacy: PrivacyConfig | None) -> list:
-    """Flower's mod that clips a client's change under ``privacy`` where the clients clip (none otherwise)."""
-    if not isinstance(privacy, FixedClipping | AdaptiveClipping) or privacy.side == "server":
+def _generator_put_back(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """A mod that puts numpy's global generator back as it was once the mods and app inside it are done."""
+    state = np.random.get_state()
+    try:
+        return call_next(msg, context)
+    finally:
+        np.random.set_state(state)
+
+
+def generator_seeded_after(seed: int) -> Callable[[Message, Context, ClientAppCallable], Message]:
+    """A mod that, once the app inside it has trained, seeds numpy's global generator for the client and the round
+    as the reference seeds its noise (:func:`fltest.privacy.local.local_noise_seed`), for the mod outside it to
+    draw from."""
+
+    def mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        reply = call_next(msg, context)
+        server_round = int(msg.content["config"]["server-round"])
+        np.random.seed(local_noise_seed(seed, server_round, int(context.node_config["partition-id"])))
+        return reply
+
+    return mod
+
+
+def privacy_mods(privacy: PrivacyConfig | None, seed: int) -> list:
+    """Flower's mods for ``privacy`` on a client: the one that clips where the clients clip (DP-FedAvg), or
+    ``LocalDpMod`` (local DP), its noise drawn from the generator FLTest seeds once the client has trained (whatever
+    the client's own code drew) and put back after; none otherwise."""
+    if isinstance(privacy, LocalGaussian):
+        local_dp = LocalDpMod(privacy.clipping_norm, sensitivity(privacy), privacy.epsilon, privacy.delta)
+        return [_generator_put_back, local_dp, generator_seeded_after(seed)]
+    if not isinstance(privacy, NoisedAveraging) or privacy.side == "server":
         return []
     return [adaptiveclipping_mod if isinstance(privacy, AdaptiveClipping) else fixedclipping_mod]
 
@@ -72,7 +104,7 @@ def privacy_mods(privacy: PrivacyConfig | None) -> list:
 def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> ClientApp:
     """The ClientApp for ``config``, with Flower's clipping mod where its clients clip; ``shard_source(partition_id)``
     gives a client its shard."""
-    app = ClientApp(mods=privacy_mods(config.training.privacy))
+    app = ClientApp(mods=privacy_mods(config.training.privacy, config.seed))
 
     @app.query()
     def query(msg: Message, context: Context) -> Message:
@@ -91,7 +123,7 @@ def make_client_app(config: ExperimentConfig, shard_source: ShardSource) -> Clie
             return client_update(run_config, load_hooks(config.hooks), partition_id, server_round, params, x, y)
 
         update = call_within(Deadlines.of(config).local_training_s, local_training)
-        weight = {} if config.training.privacy is None else {EQUAL_WEIGHT_KEY: 1}
+        weight = {EQUAL_WEIGHT_KEY: 1} if isinstance(config.training.privacy, NoisedAveraging) else {}
         metrics = MetricRecord({"num-examples": update.num_examples, **weight, **update.metrics})
         content = RecordDict(
             {

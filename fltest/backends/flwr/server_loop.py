@@ -14,6 +14,7 @@ says, and reports through a :class:`RunSink`.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Protocol
 
 from flwr.app import ArrayRecord, ConfigRecord
@@ -23,11 +24,13 @@ from fltest.backends.flwr.privacy import private_strategy
 from fltest.backends.flwr.pulling_grid import PullingGrid
 from fltest.backends.flwr.strategy import flower_strategy, query_partitions, wait_for_nodes
 from fltest.backends.supervision.deadlines import Deadlines
+from fltest.config.privacy import LocalGaussian, NoisedAveraging
 from fltest.config.schema import ExperimentConfig, clients_per_round
 from fltest.errors import FLTestError
 from fltest.fedavg import select_clients
 from fltest.params import Params
-from fltest.rounds import RoundResult
+from fltest.privacy.local import released
+from fltest.rounds import RoundPrivacy, RoundResult
 
 
 class RunSink(Protocol):
@@ -70,9 +73,16 @@ def serve_rounds(
         sink.ready()
         strategy = flower_strategy(training, node_ids, mapping, config.seed, node_label, hosts)
         private = None
-        if training.privacy is not None:  # Flower's DP wrapper around it
+        if isinstance(training.privacy, NoisedAveraging):  # Flower's DP wrapper around it
             sampled = clients_per_round(config.clients, training.fraction_fit)
             private = private_strategy(training.privacy, strategy, sampled, config.clients, config.seed)
+
+        def round_privacy(server_round: int) -> RoundPrivacy | None:
+            if private is not None:
+                return private.released[server_round]
+            if isinstance(training.privacy, LocalGaussian):  # the clients' noise is theirs; Flower accounts none
+                return replace(released(training.privacy, server_round, noise_std=None), epsilon=None)
+            return None
 
         def report(server_round: int, arrays: ArrayRecord) -> None:
             if server_round > 0:
@@ -82,7 +92,7 @@ def serve_rounds(
                         record_to_params(arrays),
                         strategy.train_metrics[server_round],
                         strategy.selected[server_round],
-                        privacy=None if private is None else private.released[server_round],
+                        privacy=round_privacy(server_round),
                     )
                 )
 

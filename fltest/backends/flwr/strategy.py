@@ -31,6 +31,7 @@ from flwr.serverapp.strategy import (
 
 from fltest.backends.flwr.client_app import EQUAL_WEIGHT_KEY, HOST_KEY, partition_of, record_to_params
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
+from fltest.config.privacy import NoisedAveraging
 from fltest.config.schema import TrainingConfig
 from fltest.config.strategies import (
     BulyanStrategy,
@@ -323,7 +324,7 @@ def flower_strategy(
     """Flower's own class for ``training.strategy``, given the experiment's parameters under Flower's names, on the
     selection ``training.fraction_fit`` and ``seed`` draw (the other arguments: :class:`SelectedPartitions`).
 
-    Under ``training.privacy`` (FedAvg or FedProx) it weighs the clients' models by :data:`EQUAL_WEIGHT_KEY`, for
+    Under DP-FedAvg (``training.privacy``: fixed or adaptive clipping; FedAvg or FedProx) it weighs the clients' models by :data:`EQUAL_WEIGHT_KEY`, for
     the DP wrapper around it (:func:`fltest.backends.flwr.privacy.private_strategy`).
     Flower's FedAdagrad takes no ``beta_1`` (it keeps no momentum): the config's is not used there. Its QFedAvg gets
     the clients' learning rate and reads each client's loss before training (the paper's ``F_k(w_t)``), not the
@@ -331,7 +332,7 @@ def flower_strategy(
     """
     strategy = training.strategy
     selection = (node_ids, node_to_partition, seed, training.fraction_fit, node_label, node_hosts)
-    if training.privacy is not None:  # DP-FedAvg's equal weights (fltest.backends.flwr.privacy)
+    if isinstance(training.privacy, NoisedAveraging):  # DP-FedAvg's equal weights (fltest.backends.flwr.privacy)
         mu = {"proximal_mu": strategy.mu} if isinstance(strategy, FedProxStrategy) else {}
         private = SelectedFedProx if mu else SelectedFedAvg
         return private(*selection, weighted_by_key=EQUAL_WEIGHT_KEY, **mu)

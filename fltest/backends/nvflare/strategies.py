@@ -16,7 +16,7 @@ from typing import Any
 
 from fltest.backends.nvflare.exchange import RunFiles
 from fltest.backends.nvflare.server import FLTestFedAvg, FLTestRounds, FLTestScaffold
-from fltest.config.privacy import AdaptiveClipping, FixedClipping
+from fltest.config.privacy import LocalGaussian, NoisedAveraging
 from fltest.config.schema import ExperimentConfig
 from fltest.config.strategies import (
     ROBUST,
@@ -29,9 +29,10 @@ from fltest.config.strategies import (
     StrategyConfig,
 )
 
-NO_DP_FEDAVG = (
-    "NVFlare 2.9 has no DP-FedAvg: its privacy filters (PercentilePrivacy, SVTPrivacy, ExcludeVars) share or drop "
-    "parts of each client's update; none clips the update's norm and adds Gaussian noise to the average"
+NO_GAUSSIAN_PRIVACY = (
+    "NVFlare 2.9 has no {mechanism}: its privacy filters (PercentilePrivacy, SVTPrivacy, ExcludeVars) share or drop "
+    "parts of each client's update (SVTPrivacy with Laplace noise); none clips the update's norm and adds Gaussian "
+    "noise"
 )
 NO_FEDYOGI = (
     "NVFlare 2.9 has no FedYogi (its FedOpt controller takes torch.optim's optimizers, and torch.optim has no Yogi)"
@@ -88,8 +89,8 @@ def built_with_torch_classifier(config: ExperimentConfig) -> bool:
 def unsupported(config: ExperimentConfig) -> str | None:
     """Why NVFlare 2.9 cannot run the experiment's strategy with an implementation of its own, else ``None``."""
     strategy = config.training.strategy
-    if isinstance(config.training.privacy, FixedClipping | AdaptiveClipping):
-        return NO_DP_FEDAVG
+    if isinstance(config.training.privacy, NoisedAveraging | LocalGaussian):
+        return NO_GAUSSIAN_PRIVACY.format(mechanism=config.training.privacy.mechanism)
     if isinstance(strategy, FedYogiStrategy):
         return NO_FEDYOGI
     if isinstance(strategy, QFedAvgStrategy):
