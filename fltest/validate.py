@@ -5,14 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from fltest.config.loader import load_config, naming_the_file
+from fltest.config.privacy import ExcludedParameters
 from fltest.config.runs import run_kind
 from fltest.config.schema import ExperimentConfig
 from fltest.data.shard_cache import cached_shards
 from fltest.errors import FieldError
+from fltest.model.numpy_mlp import NumpyMLP
+from fltest.privacy.sharing import check_withheld
 
 
 def check_config(path: str | Path, reuse_shards: bool = False) -> ExperimentConfig:
-    """The config at ``path``, loaded, with its data's columns and split checked (a ``hub`` source: at run time).
+    """The config at ``path``, loaded, with its data's columns and split checked (a ``hub`` source: at run time), and
+    the built-in model's parameters that ``training.privacy`` withholds (a user's model: when it is built).
 
     With ``reuse_shards``, a config whose shard set this machine's cache already holds is not read
     again: its data was checked when the set was prepared, and the run will reuse it (``fltest-flower
@@ -22,6 +26,9 @@ def check_config(path: str | Path, reuse_shards: bool = False) -> ExperimentConf
     """
     config = load_config(path)
     with naming_the_file(path):
+        withheld = config.training.privacy
+        if isinstance(withheld, ExcludedParameters) and config.model.module is None:  # a user's model: at run time
+            check_withheld(withheld, NumpyMLP(config.model.hidden).init_params((1,), 2, config.seed))  # its layout
         if not (reuse_shards and cached_shards(config) is not None):
             from fltest.data.split import check_local_data  # the datasets library: 0.7 s, only when the data is read
 

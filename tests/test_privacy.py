@@ -313,12 +313,13 @@ def test_excluded_parameters_share_no_change():
     assert np.array_equal(shared[0], change[0]) and np.array_equal(shared[1], [0.0])
 
 
-def test_an_excluded_parameter_the_model_lacks_is_one_line_naming_the_file_and_field_and_exit_2(tmp_path):
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_an_excluded_parameter_the_model_lacks_is_one_line_naming_the_file_and_field_and_exit_2(tmp_path, command):
     config = base_config()
     config.pop("hooks")
     config["training"]["privacy"] = {"mechanism": "exclude_parameters", "parameters": [0, 2]}  # logreg has 2
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([FLTEST, "run", "exp.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    result = subprocess.run([FLTEST, command, "exp.yaml"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "fltest: error: exp.yaml: training.privacy.parameters: 2 is not a parameter of the model, which has 2 (0..1)"
