@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import yaml
@@ -27,6 +28,8 @@ from fltest.privacy.clipping import clip_to_norm
 from fltest.privacy.local import local_noise_seed, local_noise_stdv, sent_privately
 from fltest.privacy.noise import global_generator_seeded, noise_generator, with_gaussian_noise
 from fltest.privacy.sharing import shared_change, shared_part
+from fltest.results.files import read_jsonl
+from fltest.results.report import draw_report
 from fltest.runner import run_experiment
 from tests.conftest import base_config
 from tests.doc_blocks import doc_block, run_block, user_checkout
@@ -278,6 +281,13 @@ def test_the_privacy_page_s_example_runs_as_written(tmp_path):
         "nvflare"
     ]
     assert _released(experiment, "flower")[-1]["epsilon"] == pytest.approx(30.1, abs=0.05)
+    figure = draw_report(experiment)  # the report's privacy/utility panel: each run's accuracy against its ε
+    panel = next(axis for axis in figure.axes if axis.get_title() == "test accuracy against ε (δ = 1e-05)")
+    lines = {line.get_label(): line for line in panel.get_lines()}
+    records = read_jsonl(experiment / "flower" / "metrics.jsonl")[1:]
+    assert list(lines["flower"].get_xdata()) == [r["privacy"]["epsilon"] for r in records]
+    assert list(lines["flower"].get_ydata()) == [r["test"]["accuracy"] for r in records]
+    plt.close(figure)
 
 
 def test_a_client_shares_the_coordinates_of_its_change_above_the_percentile_bounded_by_gamma():
