@@ -137,7 +137,8 @@ class TrainingConfig(_Strict):
     privacy: PrivacyConfig | None = Field(
         None,
         description="Privacy of the clients' changes: `{mechanism: fixed_clipping | adaptive_clipping, side: server "
-        "| client, noise_multiplier, ...}` (DP-FedAvg) or `{mechanism: percentile_sharing, percentile, gamma}`; "
+        "| client, noise_multiplier, ...}` (DP-FedAvg), `{mechanism: local_gaussian, clipping_norm, epsilon}` (local "
+        "DP), `{mechanism: percentile_sharing, percentile, gamma}` or `{mechanism: exclude_parameters, parameters}`; "
         "FedAvg and FedProx only.",
     )
 

@@ -51,7 +51,7 @@ class PrivateAveraging:
     """DP-FedAvg's server with ``clients`` clients a round; :attr:`released` holds what each round released."""
 
     def __init__(self, privacy: NoisedAveraging, clients: int, seed: int) -> None:
-        self.privacy, self.clients, self.seed = privacy, clients, seed
+        self.privacy, self.seed = privacy, seed
         adaptive = isinstance(privacy, AdaptiveClipping)
         self.clipping_norm = privacy.initial_clipping_norm if adaptive else privacy.clipping_norm
         self.model_noise = model_noise_multiplier(privacy, clients)

@@ -27,15 +27,22 @@ def noise_generator(seed: int, server_round: int) -> np.random.RandomState:
 
 
 @contextmanager
-def global_generator_seeded(seed: int, server_round: int) -> Iterator[None]:
-    """Numpy's global generator seeded as :func:`noise_generator` seeds round ``server_round``'s, its state put back
-    on the way out."""
+def global_generator_put_back() -> Iterator[None]:
+    """Numpy's global generator's state put back on the way out, whatever drew from it or seeded it inside."""
     state = np.random.get_state()
-    np.random.seed(noise_seed(seed, server_round))
     try:
         yield
     finally:
         np.random.set_state(state)
+
+
+@contextmanager
+def global_generator_seeded(seed: int, server_round: int) -> Iterator[None]:
+    """Numpy's global generator seeded as :func:`noise_generator` seeds round ``server_round``'s, its state put back
+    on the way out."""
+    with global_generator_put_back():
+        np.random.seed(noise_seed(seed, server_round))
+        yield
 
 
 def noise_stdv(noise_multiplier: float, clipping_norm: float, clients: int) -> float:

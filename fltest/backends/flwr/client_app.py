@@ -33,6 +33,7 @@ from fltest.fedavg import client_update, with_proximal_mu
 from fltest.hooks import load_hooks
 from fltest.params import Params, keyed, unkeyed
 from fltest.privacy.local import local_noise_seed, sensitivity
+from fltest.privacy.noise import global_generator_put_back
 
 PARAMS_KEY = "arrays"
 HOST_KEY = "host"  # a ConfigRecord naming the machine (Ray node) that trained
@@ -68,11 +69,8 @@ def partition_of(reply: Message) -> int:
 
 def _generator_put_back(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
     """A mod that puts numpy's global generator back as it was once the mods and app inside it are done."""
-    state = np.random.get_state()
-    try:
+    with global_generator_put_back():
         return call_next(msg, context)
-    finally:
-        np.random.set_state(state)
 
 
 def generator_seeded_after(seed: int) -> Callable[[Message, Context, ClientAppCallable], Message]:

@@ -73,7 +73,7 @@ class SeededPrivacy:
         with global_generator_seeded(self.seed, server_round):
             arrays, metrics = super().aggregate_train(server_round, replies)  # type: ignore[misc]
         selection: SelectedPartitions = self.strategy  # type: ignore[attr-defined]
-        if arrays is not None and selection.last_average is not None:
+        if arrays is not None and selection.last_aggregate is not None:  # Flower noised a copy of it
             epsilon = None
             if self.flower_accountant is not None:
                 event = GaussianPrivacyEvent(
@@ -85,7 +85,7 @@ class SeededPrivacy:
                 epsilon = self.flower_accountant.get_privacy_spent(self.delta).epsilon
             self.released[server_round] = RoundPrivacy(
                 clipping_norm=clipping_norm,
-                noise_std=measured_stdv(record_to_params(arrays), selection.last_average),
+                noise_std=measured_stdv(record_to_params(arrays), record_to_params(selection.last_aggregate)),
                 noise_std_expected=noise_stdv(
                     self.noise_multiplier,  # type: ignore[attr-defined]  # adaptive: z_Δ
                     self.clipping_norm,  # type: ignore[attr-defined]  # adaptive: as Flower noises, after its update

@@ -29,7 +29,7 @@ from flwr.serverapp.strategy import (
     QFedAvg,
 )
 
-from fltest.backends.flwr.client_app import EQUAL_WEIGHT_KEY, HOST_KEY, partition_of, record_to_params
+from fltest.backends.flwr.client_app import EQUAL_WEIGHT_KEY, HOST_KEY, partition_of
 from fltest.backends.flwr.ray_errors import describe_wrapped_error
 from fltest.config.privacy import NoisedAveraging
 from fltest.config.schema import TrainingConfig
@@ -48,7 +48,6 @@ from fltest.config.strategies import (
 )
 from fltest.errors import RunFailed
 from fltest.fedavg import LOSS_BEFORE_TRAINING, select_clients
-from fltest.params import Params
 
 #: How long a server asks a node that failed round 1 which partition it holds, before it names it by its id.
 NAMING_QUERY_S = 15.0
@@ -158,7 +157,7 @@ class SelectedPartitions:
         self.node_hosts = dict(node_hosts or {})
         self._sent: dict[int, list[Message]] = {}  # a round's train messages; the grid sets their ids when it pushes
         self._grid: Grid | None = None  # the grid of the rounds, once the first is configured
-        self.last_average: Params | None = None  # the last round's aggregate (before a DP wrapper noises it)
+        self.last_aggregate: ArrayRecord | None = None  # the last round's, as a DP wrapper got it (before its noise)
 
     def _know_partitions(self, node_to_partition: dict[int, int]) -> None:
         self.node_to_partition = dict(node_to_partition)
@@ -260,7 +259,7 @@ class SelectedPartitions:
             raise RunFailed(f"round {server_round}: no reply in time from {', '.join(map(self._client, missing))}")
         self.client_hosts.update(str(m.content[HOST_KEY]["hostname"]) for m in replies)
         arrays, metrics = super().aggregate_train(server_round, replies)  # type: ignore[misc]
-        self.last_average = None if arrays is None else record_to_params(arrays)
+        self.last_aggregate = arrays
         self.train_metrics[server_round] = {k: float(v) for k, v in (metrics or {}).items()}
         return arrays, metrics
 
